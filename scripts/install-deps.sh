@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Install everything Strata's build, tests, benchmarks and soft-RoCE harness
+# need on Debian 12. Idempotent: when every package is present it does nothing.
+set -euo pipefail
+
+packages=(
+  # build
+  build-essential cmake pkg-config clang-format
+  libibverbs-dev librdmacm-dev ibverbs-providers rdma-core
+  libisal-dev libjemalloc-dev libssl-dev zlib1g-dev libopenblas-dev
+  # tests: unit tests, the Promela model, launchers, sanitizers and fuzzers
+  libcmocka-dev spin openmpi-bin libopenmpi-dev clang libclang-rt-14-dev
+  # soft-RoCE harness (a Debian kernel with rdma_rxe booted in QEMU)
+  qemu-system-x86 busybox-static cpio iproute2 ibverbs-utils rdmacm-utils
+  perftest xz-utils zstd
+  # benchmarks and the training driver
+  iperf3 gnuplot-nox dataset-fashion-mnist hyperfine
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [ "$status" = "install ok installed" ] || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || {
+    echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  }
+  sudo=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
