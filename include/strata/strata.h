@@ -45,6 +45,15 @@ typedef enum strata_status {
  */
 const char *strata_strerror(strata_status_t status);
 
+/* Element types of tensors and of the reduction kernels. fp16 is IEEE
+ * binary16; bf16 is the upper half of an fp32. */
+typedef enum strata_dtype {
+    STRATA_FP32,
+    STRATA_FP64,
+    STRATA_FP16,
+    STRATA_BF16,
+} strata_dtype_t;
+
 #define STRATA_VERSION_MAJOR 0
 #define STRATA_VERSION_MINOR 1
 #define STRATA_VERSION_PATCH 0
