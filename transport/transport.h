@@ -173,8 +173,7 @@ strata_status_t tp_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
 
 /* Send a control message of at most TP_MSG_MAX bytes; buf is copied before
  * the call returns. STRATA_ERR_AGAIN as for tp_write(). */
-strata_status_t tp_send(tp_ep_t *ep, const void *buf, size_t len,
-                        void *op_ctx);
+strata_status_t tp_send(tp_ep_t *ep, const void *buf, size_t len, void *op_ctx);
 
 /* ---- progress ---- */
 
