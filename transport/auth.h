@@ -60,8 +60,9 @@ void tp_auth_init(tp_auth_t *auth, const tp_auth_secret_t *secret,
  * (TP_AUTH_MSG_MAX bytes) and its length to *out_len (0: nothing to send).
  * *done_out becomes true when this side is satisfied and, for the client,
  * the server has accepted. STRATA_ERR_AUTH: the peer failed (or refused us);
- * STRATA_ERR_PROTO: a malformed message. Logging is the caller's, naming
- * the peer. */
+ * a server that refuses still has its RESULT (refused) in out to send before
+ * closing. STRATA_ERR_PROTO: a malformed message. Logging is the caller's,
+ * naming the peer. */
 strata_status_t tp_auth_step(tp_auth_t *auth, const void *in, size_t in_len,
                              void *out, size_t *out_len, bool *done_out);
 

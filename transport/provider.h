@@ -71,6 +71,7 @@ struct tp_ops {
     strata_status_t (*progress)(tp_ctx_t *ctx, tp_event_t *events, int max,
                                 int *n_out);
     int (*wait_fd)(const tp_ctx_t *ctx);
+    strata_status_t (*wait_arm)(tp_ctx_t *ctx);
 };
 
 /* The providers, defined in their own files. A provider whose dependencies

@@ -89,14 +89,15 @@ typedef enum tp_event_type {
     TP_EV_SEND_DONE,    /* a tp_send() completed locally: op_ctx */
     TP_EV_WRITE_IMM,    /* a peer's write with immediate landed: imm, len */
     TP_EV_RECV,         /* a control message arrived: data, len */
-    TP_EV_DISCONNECTED, /* ep failed or the peer closed it; status says why */
+    TP_EV_DISCONNECTED, /* ep failed (status: why) or the peer closed it
+                           with tp_ep_close() (STRATA_OK) */
 } tp_event_type_t;
 
 typedef struct tp_event {
     tp_event_type_t type;
     strata_status_t status;
     tp_ep_t *ep;
-    tp_listener_t *listener; /* TP_EV_ACCEPTED */
+    tp_listener_t *listener; /* TP_EV_ACCEPTED; NULL once it was closed */
     void *op_ctx;            /* WRITE_DONE, SEND_DONE: given at the post */
     uint32_t imm;            /* WRITE_IMM */
     uint32_t len;            /* WRITE_IMM: bytes written; RECV: bytes */
@@ -110,6 +111,7 @@ typedef struct tp_event {
  * with the reason. cfg supplies timeouts, secrets and provider settings. */
 strata_status_t tp_open(const char *name, const eng_config_t *cfg,
                         tp_ctx_t **ctx_out);
+/* Closes the endpoints, listeners and regions still open, then the context. */
 void tp_close(tp_ctx_t *ctx);
 
 const char *tp_name(const tp_ctx_t *ctx);
@@ -166,7 +168,9 @@ void tp_ep_close(tp_ep_t *ep);
 
 /* Write len bytes from mr+off to the peer's region dst at dst_off. With
  * TP_WRITE_IMM the peer gets imm. STRATA_ERR_AGAIN: the queue is full,
- * progress and retry. A range outside mr or dst is STRATA_ERR_RANGE. */
+ * progress and retry. A range outside mr or dst, or len above UINT32_MAX
+ * (the event's length field), is STRATA_ERR_RANGE. mr must not change until
+ * TP_EV_WRITE_DONE. */
 strata_status_t tp_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
                          const tp_rdesc_t *dst, uint64_t dst_off, size_t len,
                          uint32_t imm, unsigned flags, void *op_ctx);
@@ -181,7 +185,15 @@ strata_status_t tp_send(tp_ep_t *ep, const void *buf, size_t len, void *op_ctx);
 strata_status_t tp_progress(tp_ctx_t *ctx, tp_event_t *events, int max,
                             int *n_out);
 /* A file descriptor that becomes readable when tp_progress() may have
- * something to report, for poll()/epoll alongside other contexts. */
+ * something to report, for poll()/epoll alongside other contexts, once
+ * tp_wait_arm() returned STRATA_OK. */
 int tp_wait_fd(const tp_ctx_t *ctx);
+/* Call before sleeping on tp_wait_fd(). STRATA_OK: nothing is pending and the
+ * fd will become readable when something happens; STRATA_ERR_AGAIN: call
+ * tp_progress() first (events are queued or posts wait to be sent). A caller
+ * that only busy-polls never needs it; it lets providers skip a doorbell
+ * system call per message while nobody sleeps (as ucp_worker_arm and
+ * fi_trywait). Quiet. */
+strata_status_t tp_wait_arm(tp_ctx_t *ctx);
 
 #endif /* STRATA_TRANSPORT_H */
