@@ -1,0 +1,289 @@
+/*
+ * The reduction thread pool and strata_reduce_mt().
+ *
+ * A job is a number of chunks; the caller and the workers claim chunks from
+ * one atomic ticket (job generation << 32 | chunks left), so a worker that
+ * wakes late can never take a chunk of a later job, and reads the job only
+ * after it has claimed a chunk of it. The caller returns once every chunk is
+ * done. Idle workers spin briefly (jobs come in bursts), then sleep on a
+ * condition variable; a call touches the mutex only if someone sleeps.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "agg/agg.h"
+#include "agg/reduce.h"
+#include "engine/alloc.h"
+#include "engine/log.h"
+
+/* Below this many bytes moved, waking workers costs more than it saves. */
+#define AGG_POOL_MIN_BYTES (1u << 20)
+/* Bytes one chunk moves (all sources and the destination): about half of
+ * a core's L2, so that a chunk's lines are still there when written. */
+#define AGG_POOL_CHUNK_BYTES (512u << 10)
+#define AGG_POOL_SPINS 4096
+
+typedef void (*agg_task_fn)(void *arg, size_t chunk);
+
+struct strata_reduce_pool {
+    unsigned nthreads; /* including the caller */
+    pthread_t *workers;
+    _Atomic uint64_t ticket;
+    atomic_size_t done;
+    atomic_uint sleepers;
+    atomic_bool busy;
+    atomic_bool stop;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    uint32_t gen; /* the caller's */
+    /* The job: written before the ticket is published, read by a thread only
+     * once it has claimed one of the job's chunks. */
+    agg_task_fn fn;
+    void *arg;
+    size_t nchunks;
+};
+
+static inline void agg_cpu_relax(void)
+{
+    __builtin_ia32_pause();
+}
+
+/* Claims a chunk of job gen; returns false when none is left. */
+static bool agg_pool_claim(strata_reduce_pool_t *pool, uint32_t gen,
+                           size_t *chunk_out)
+{
+    uint64_t t = atomic_load_explicit(&pool->ticket, memory_order_acquire);
+    do {
+        if ((uint32_t)(t >> 32) != gen || (uint32_t)t == 0)
+            return false;
+    } while (!atomic_compare_exchange_weak_explicit(
+        &pool->ticket, &t, t - 1, memory_order_acq_rel, memory_order_acquire));
+    *chunk_out = pool->nchunks - (uint32_t)t; /* in increasing order */
+    return true;
+}
+
+static void agg_pool_work(strata_reduce_pool_t *pool, uint32_t gen)
+{
+    size_t chunk;
+    while (agg_pool_claim(pool, gen, &chunk)) {
+        pool->fn(pool->arg, chunk);
+        atomic_fetch_add_explicit(&pool->done, 1, memory_order_release);
+    }
+}
+
+/* Returns the generation of the next job, or 0 to stop. */
+static uint32_t agg_pool_wait(strata_reduce_pool_t *pool, uint32_t last)
+{
+    for (int i = 0; i < AGG_POOL_SPINS; i++) {
+        uint32_t g = (uint32_t)(atomic_load(&pool->ticket) >> 32);
+        if (g != last || atomic_load(&pool->stop))
+            return atomic_load(&pool->stop) ? 0 : g;
+        agg_cpu_relax();
+    }
+    pthread_mutex_lock(&pool->lock);
+    atomic_fetch_add(&pool->sleepers, 1);
+    uint32_t g;
+    while ((g = (uint32_t)(atomic_load(&pool->ticket) >> 32)) == last &&
+           !atomic_load(&pool->stop))
+        pthread_cond_wait(&pool->wake, &pool->lock);
+    atomic_fetch_sub(&pool->sleepers, 1);
+    pthread_mutex_unlock(&pool->lock);
+    return atomic_load(&pool->stop) ? 0 : g;
+}
+
+static void *agg_pool_worker(void *arg)
+{
+    strata_reduce_pool_t *pool = arg;
+    uint32_t gen = 0;
+    while ((gen = agg_pool_wait(pool, gen)) != 0)
+        agg_pool_work(pool, gen);
+    return NULL;
+}
+
+/* Runs fn(arg, 0..nchunks-1) on the pool and the caller. */
+static void agg_pool_run(strata_reduce_pool_t *pool, size_t nchunks,
+                         agg_task_fn fn, void *arg)
+{
+    pool->fn = fn;
+    pool->arg = arg;
+    pool->nchunks = nchunks;
+    atomic_store_explicit(&pool->done, 0, memory_order_relaxed);
+    if (++pool->gen == 0) /* 0 means "stop" to the workers */
+        pool->gen = 1;
+    atomic_store(&pool->ticket, (uint64_t)pool->gen << 32 | nchunks);
+    if (atomic_load(&pool->sleepers)) {
+        pthread_mutex_lock(&pool->lock);
+        pthread_cond_broadcast(&pool->wake);
+        pthread_mutex_unlock(&pool->lock);
+    }
+    agg_pool_work(pool, pool->gen);
+    /* Chunks still running belong to workers that are running too. */
+    for (unsigned i = 0;
+         atomic_load_explicit(&pool->done, memory_order_acquire) < nchunks;
+         i++) {
+        if (i < AGG_POOL_SPINS)
+            agg_cpu_relax();
+        else
+            sched_yield(); /* a worker was preempted mid-chunk */
+    }
+}
+
+static void agg_pool_stop(strata_reduce_pool_t *pool, unsigned started)
+{
+    atomic_store(&pool->stop, true);
+    pthread_mutex_lock(&pool->lock);
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->lock);
+    for (unsigned i = 0; i < started; i++)
+        pthread_join(pool->workers[i], NULL);
+}
+
+strata_status_t strata_reduce_pool_create(unsigned nthreads,
+                                          strata_reduce_pool_t **pool_out)
+{
+    if (!pool_out) {
+        eng_error("agg: strata_reduce_pool_create: pool_out is NULL");
+        return STRATA_ERR_INVALID;
+    }
+    if (nthreads == 0)
+        nthreads = agg_reduce_threads();
+    strata_reduce_pool_t *pool = eng_calloc(1, sizeof(*pool));
+    if (!pool)
+        goto nomem;
+    pool->nthreads = nthreads;
+    pool->workers = eng_calloc(nthreads, sizeof(pthread_t));
+    if (!pool->workers)
+        goto free_pool;
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->wake, NULL);
+    for (unsigned i = 0; i + 1 < nthreads; i++) {
+        int err =
+            pthread_create(&pool->workers[i], NULL, agg_pool_worker, pool);
+        if (err) {
+            eng_error("agg: reduce pool: cannot start thread %u of %u: %s",
+                      i + 1, nthreads - 1, strerror(err));
+            agg_pool_stop(pool, i);
+            pthread_cond_destroy(&pool->wake);
+            pthread_mutex_destroy(&pool->lock);
+            eng_free(pool->workers);
+            eng_free(pool);
+            return STRATA_ERR_NOMEM;
+        }
+        pthread_setname_np(pool->workers[i], "strata-reduce");
+    }
+    *pool_out = pool;
+    return STRATA_OK;
+
+free_pool:
+    eng_free(pool);
+nomem:
+    eng_error("agg: reduce pool of %u threads: out of memory", nthreads);
+    return STRATA_ERR_NOMEM;
+}
+
+void strata_reduce_pool_destroy(strata_reduce_pool_t *pool)
+{
+    if (!pool)
+        return;
+    agg_pool_stop(pool, pool->nthreads - 1);
+    pthread_cond_destroy(&pool->wake);
+    pthread_mutex_destroy(&pool->lock);
+    eng_free(pool->workers);
+    eng_free(pool);
+}
+
+unsigned strata_reduce_pool_threads(const strata_reduce_pool_t *pool)
+{
+    return pool ? pool->nthreads : 1;
+}
+
+/* ---- reductions over the pool ---- */
+
+typedef struct agg_reduce_job {
+    agg_reduce_fn fn;
+    void *dst;
+    const void *const *srcs;
+    size_t nsrc, count, chunk_elems;
+    double scale;
+    unsigned flags;
+} agg_reduce_job_t;
+
+static void agg_reduce_chunk(void *arg, size_t chunk)
+{
+    const agg_reduce_job_t *job = arg;
+    size_t off = chunk * job->chunk_elems;
+    size_t n = job->count - off < job->chunk_elems ? job->count - off
+                                                   : job->chunk_elems;
+    job->fn(job->dst, job->srcs, job->nsrc, off, n, job->scale, job->flags);
+}
+
+/* Elements per chunk: about AGG_POOL_CHUNK_BYTES moved, in whole 4 KiB of
+ * dst so that chunks start on the same cache-line offset as dst. */
+static size_t agg_chunk_elems(size_t nsrc, size_t esize)
+{
+    size_t bytes = AGG_POOL_CHUNK_BYTES / (nsrc + 1);
+    bytes = bytes < 4096 ? 4096 : bytes & ~(size_t)4095;
+    return bytes / esize;
+}
+
+static strata_status_t agg_reduce_mt(const char *fn, bool acc,
+                                     strata_reduce_pool_t *pool,
+                                     strata_dtype_t dtype, void *dst,
+                                     const void *const *srcs, size_t nsrc,
+                                     size_t count, double scale)
+{
+    strata_status_t st = agg_reduce_check(fn, dtype, dst, srcs, nsrc, count);
+    if (st || count == 0)
+        return st;
+    const agg_ops_t *ops = agg_ops();
+    if (!ops)
+        return STRATA_ERR_CONFIG;
+    size_t esize = strata_dtype_size(dtype);
+    agg_reduce_job_t job = {.fn = ops->reduce[dtype],
+                            .dst = dst,
+                            .srcs = srcs,
+                            .nsrc = nsrc,
+                            .count = count,
+                            .chunk_elems = agg_chunk_elems(nsrc, esize),
+                            .scale = scale,
+                            .flags = agg_reduce_flags(nsrc, count, esize, acc)};
+    size_t nchunks = (count + job.chunk_elems - 1) / job.chunk_elems;
+    if (nchunks > UINT32_MAX) { /* 16 TiB and more: fewer, larger chunks */
+        job.chunk_elems = (count + UINT32_MAX - 1) / UINT32_MAX;
+        nchunks = (count + job.chunk_elems - 1) / job.chunk_elems;
+    }
+    if (!pool || pool->nthreads < 2 || nchunks < 2 ||
+        (nsrc + 1) * count * esize < AGG_POOL_MIN_BYTES) {
+        job.fn(dst, srcs, nsrc, 0, count, scale, job.flags);
+        return STRATA_OK;
+    }
+    if (atomic_exchange(&pool->busy, true)) {
+        eng_error("agg: %s: the reduce pool is in use by another thread; "
+                  "a pool serves one caller at a time",
+                  fn);
+        return STRATA_ERR_STATE;
+    }
+    agg_pool_run(pool, nchunks, agg_reduce_chunk, &job);
+    atomic_store(&pool->busy, false);
+    return STRATA_OK;
+}
+
+strata_status_t strata_reduce_mt(strata_reduce_pool_t *pool,
+                                 strata_dtype_t dtype, void *dst,
+                                 const void *const *srcs, size_t nsrc,
+                                 size_t count, double scale)
+{
+    return agg_reduce_mt("strata_reduce_mt", false, pool, dtype, dst, srcs,
+                         nsrc, count, scale);
+}
+
+strata_status_t strata_reduce_acc_mt(strata_reduce_pool_t *pool,
+                                     strata_dtype_t dtype, void *dst,
+                                     const void *const *srcs, size_t nsrc,
+                                     size_t count, double scale)
+{
+    return agg_reduce_mt("strata_reduce_acc_mt", true, pool, dtype, dst, srcs,
+                         nsrc, count, scale);
+}
