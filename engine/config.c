@@ -19,6 +19,9 @@ extern char **environ;
 
 enum { F_INF = 1u << 0, F_SECRET = 1u << 1 };
 
+/* An upper bound meaning "none" (read back as INT64_MAX). */
+#define NO_MAX 1e19
+
 typedef enum eng_cfg_type {
     BOOL,
     INT,
