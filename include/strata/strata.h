@@ -62,6 +62,181 @@ typedef enum strata_dtype {
  * may differ from the header's STRATA_VERSION_* the caller was built with). */
 const char *strata_version_string(void);
 
+/*
+ * ---- The engine -------------------------------------------------------------
+ *
+ * A job is N processes: ranks 0..S-1 are aggregators (S =
+ * STRATA_NUM_AGGREGATORS; rank 0 also coordinates), the others are workers.
+ * Every process calls strata_init(), which learns its rank from the launcher
+ * (strata-run, mpirun, srun, torchrun or STRATA_RANK/STRATA_SIZE), meets the
+ * others through the coordinator and returns its role.
+ *
+ *   Aggregator:  strata_init -> strata_serve -> strata_finalize
+ *                (strata-agg is a program doing exactly that)
+ *   Worker:      strata_init -> strata_tensor_register... -> strata_commit
+ *                -> loop { compute gradients; strata_step } -> strata_finalize
+ *
+ * Workers register the same tensors in the same order, each with a parameter
+ * buffer (where the model arrives) and a gradient buffer (what is pushed).
+ * Aggregators hold the model, sharded; each worker's gradients travel straight
+ * from its gradient buffers to the aggregators, which reduce them, apply the
+ * update and write the fresh model straight into the workers' parameter
+ * buffers. Which gradients are reduced together and how stale a model may be
+ * is the synchronisation policy (STRATA_POLICY): bsp, ssp (STRATA_STALENESS)
+ * or asp.
+ *
+ * Clocks: a worker's clock is the number of steps it has pushed. Pushing the
+ * gradients of clock c asks for the model of clock c + 1, which the
+ * aggregators write into the parameter buffers as soon as the policy allows:
+ * once every worker's clock c + 1 - s gradients are in (s = 0 for bsp), and
+ * always including this worker's own ones. So between a push and the
+ * completion of the matching pull, parameter buffers are being written and
+ * must not be read.
+ *
+ * Thread safety: the calls on one context must not overlap (serialise them if
+ * several threads use it), except strata_metrics(), strata_group_clocks() and
+ * the queries (strata_rank() ...), which any thread may call at any time.
+ * Separate contexts are independent. The library keeps no global state beyond
+ * the logging level; each context runs one background progress thread.
+ *
+ * Every wait is bounded by STRATA_TIMEOUT_MS: a dead or silent peer turns into
+ * STRATA_ERR_PEER or STRATA_ERR_TIMEOUT, never into a hang.
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct strata_ctx strata_ctx_t;
+typedef struct strata_request strata_request_t;
+
+typedef enum strata_role {
+    STRATA_ROLE_WORKER,
+    STRATA_ROLE_AGGREGATOR,
+} strata_role_t;
+
+/* Join the job with the settings of the environment (and STRATA_CONFIG).
+ * Collective: returns once every rank has joined, or fails (unreachable
+ * coordinator, wrong job secret, bad settings) within STRATA_TIMEOUT_MS. */
+strata_status_t strata_init(strata_ctx_t **ctx_out);
+
+/* As strata_init(), with settings given as "KEY=VALUE" strings (STRATA_KEY or
+ * key) that override the environment; NULL-terminated, may be NULL. */
+strata_status_t strata_init_with(const char *const *settings,
+                                 strata_ctx_t **ctx_out);
+
+/* Leave the job and free the context. A worker first waits for its
+ * outstanding requests; every rank waits (bounded) until the coordinator has
+ * seen every worker leave. Returns the first error the context met, if any. */
+strata_status_t strata_finalize(strata_ctx_t *ctx);
+
+/* Aggregators: run the aggregator until every worker has finalized, or until
+ * the job fails (then returns the error). */
+strata_status_t strata_serve(strata_ctx_t *ctx);
+
+/* ---- queries (any thread, any time) ---- */
+strata_role_t strata_role(const strata_ctx_t *ctx);
+int strata_rank(const strata_ctx_t *ctx);
+int strata_size(const strata_ctx_t *ctx);
+/* Rank among the processes on this host. */
+int strata_local_rank(const strata_ctx_t *ctx);
+int strata_num_workers(const strata_ctx_t *ctx);
+int strata_num_aggregators(const strata_ctx_t *ctx);
+/* 0..num_workers-1 for a worker (its data shard, say), -1 for an aggregator. */
+int strata_worker_index(const strata_ctx_t *ctx);
+/* The worker's current group (0 under bsp; its own under ssp and asp). */
+int strata_group(const strata_ctx_t *ctx);
+/* The worker's clock: the number of steps it has pushed. */
+int64_t strata_clock(const strata_ctx_t *ctx);
+
+/* ---- memory ---- */
+
+/* Memory every transport can write into directly. Parameter buffers from
+ * here receive the model without a copy on every transport; other memory
+ * works too, but a transport that cannot register it (shm) lands the model
+ * in a staging buffer and copies it (counted in the metrics). */
+strata_status_t strata_alloc(strata_ctx_t *ctx, size_t bytes, void **ptr_out);
+void strata_free(strata_ctx_t *ctx, void *ptr);
+
+/* ---- tensors (workers) ---- */
+
+/* Register a tensor of `count` elements of `dtype`: `grad` is pushed, the
+ * model arrives in `param` (with STRATA_OPTIMIZER=sum the reduced gradient
+ * arrives there; param may then equal grad for an in-place reduction). Names
+ * are unique, at most 255 bytes. Every worker registers the same tensors in
+ * the same order. *id_out (may be NULL) identifies it in strata_push(). */
+strata_status_t strata_tensor_register(strata_ctx_t *ctx, const char *name,
+                                       void *param, void *grad, size_t count,
+                                       strata_dtype_t dtype, int *id_out);
+
+/* End registration: the coordinator checks that every worker registered the
+ * same layout (a mismatch is STRATA_ERR_MISMATCH naming the first tensor
+ * that differs), and every worker receives the initial model, the first
+ * worker's parameters (not under STRATA_OPTIMIZER=sum). Collective among
+ * workers; called by the first strata_push/strata_pull/strata_step if not
+ * called before. */
+strata_status_t strata_commit(strata_ctx_t *ctx);
+
+/* ---- data (workers) ---- */
+
+/* Push gradients of the current clock, asynchronously: the tensors listed
+ * (ids from strata_tensor_register), or all when ntensors is 0. A partition
+ * leaves when every tensor in it has been pushed, so pushing tensors as
+ * backpropagation produces them overlaps communication with computation.
+ * When every tensor has been pushed the clock advances. The request completes
+ * when the gradient buffers may be written again. */
+strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
+                            size_t ntensors, strata_request_t **req_out);
+
+/* The model for `clock` (at most the current clock): completes when every
+ * parameter buffer holds it. Pulling a clock the worker has not pushed up to
+ * asks the aggregators for it explicitly. */
+strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
+                            strata_request_t **req_out);
+
+/* Wait for a request for at most timeout_ms (negative: STRATA_TIMEOUT_MS).
+ * When it completes, *req is freed and set to NULL and its status returned;
+ * STRATA_ERR_TIMEOUT leaves it pending. */
+strata_status_t strata_wait(strata_request_t **req, int timeout_ms);
+/* Like strata_wait() without waiting: *done_out is 1 when it completed. */
+strata_status_t strata_test(strata_request_t **req, int *done_out);
+
+/* One training step: push every gradient of the current clock, then wait
+ * until the parameters hold the model for the next one. */
+strata_status_t strata_step(strata_ctx_t *ctx);
+
+/* ---- metrics ---- */
+
+/* Staleness of applied updates: bucket i < 16 counts staleness i, bucket
+ * 16 + j counts [16 << j, 32 << j). */
+#define STRATA_STALENESS_BUCKETS 32
+
+typedef struct strata_metrics {
+    uint64_t bytes_pushed;   /* gradient bytes this process wrote */
+    uint64_t bytes_pulled;   /* model bytes written to this worker, or by
+                                this aggregator */
+    uint64_t pushes, pulls;  /* requests completed (worker) or served
+                                (aggregator) */
+    uint64_t staging_copies; /* copies through a staging buffer */
+    uint64_t staging_bytes;
+    uint64_t reductions; /* aggregator: partition reductions */
+    uint64_t reduce_ns;  /* aggregator: time in them */
+    uint64_t updates;    /* aggregator: partition updates applied */
+    uint64_t staleness_violations; /* pulls served outside the bound; 0 */
+    int64_t clock;                 /* worker: its clock; aggregator: min */
+    uint64_t staleness[STRATA_STALENESS_BUCKETS];
+} strata_metrics_t;
+
+strata_status_t strata_metrics(strata_ctx_t *ctx, strata_metrics_t *m_out);
+
+/* The clock of every group: of the aggregator's shard on an aggregator, as
+ * last seen by this worker on a worker. Writes at most max values;
+ * *ngroups_out is the number of groups. */
+strata_status_t strata_group_clocks(strata_ctx_t *ctx, int64_t *clocks,
+                                    size_t max, size_t *ngroups_out);
+
+/* With STRATA_METRICS=path, strata_finalize() writes the metrics as JSON to
+ * path, "%r" in it replaced by the rank (without "%r", ".RANK" is appended
+ * for every rank but 0). */
+
 #ifdef __cplusplus
 }
 #endif

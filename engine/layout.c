@@ -1,0 +1,288 @@
+/* Model layout: partitions of the registered tensors and their shards. */
+#include "engine/layout.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <strata/strata_agg.h>
+
+#include "engine/alloc.h"
+#include "engine/log.h"
+
+strata_status_t eng_tensor_desc_check(const eng_tensor_desc_t *desc)
+{
+    size_t len = strnlen(desc->name, sizeof(desc->name));
+    if (len == 0 || len > ENG_TENSOR_NAME_MAX) {
+        eng_error("tensor name '%.40s%s' is %s: expected 1 to %d bytes",
+                  desc->name, len > 40 ? "..." : "",
+                  len == 0 ? "empty" : "too long", ENG_TENSOR_NAME_MAX);
+        return STRATA_ERR_INVALID;
+    }
+    size_t esize = strata_dtype_size(desc->dtype);
+    if (esize == 0) {
+        eng_error("tensor '%s': unknown dtype %d", desc->name,
+                  (int)desc->dtype);
+        return STRATA_ERR_INVALID;
+    }
+    if (desc->count == 0 || desc->count > (UINT64_MAX >> 1) / esize) {
+        eng_error("tensor '%s': element count %llu is out of range (expected "
+                  "1 to %llu)",
+                  desc->name, (unsigned long long)desc->count,
+                  (unsigned long long)((UINT64_MAX >> 1) / esize));
+        return STRATA_ERR_INVALID;
+    }
+    return STRATA_OK;
+}
+
+static uint64_t eng_fnv1a(uint64_t h, const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static uint64_t eng_fnv1a_u64(uint64_t h, uint64_t v)
+{
+    unsigned char le[8];
+    for (int i = 0; i < 8; i++)
+        le[i] = (unsigned char)(v >> (8 * i));
+    return eng_fnv1a(h, le, sizeof(le));
+}
+
+uint64_t eng_layout_hash(const eng_tensor_desc_t *tensors, uint32_t ntensors,
+                         uint64_t partition_bytes)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    h = eng_fnv1a_u64(h, ntensors);
+    h = eng_fnv1a_u64(h, partition_bytes);
+    for (uint32_t i = 0; i < ntensors; i++) {
+        size_t len = strnlen(tensors[i].name, sizeof(tensors[i].name));
+        h = eng_fnv1a_u64(h, len);
+        h = eng_fnv1a(h, tensors[i].name, len);
+        h = eng_fnv1a_u64(h, (uint64_t)tensors[i].dtype);
+        h = eng_fnv1a_u64(h, tensors[i].count);
+    }
+    return h;
+}
+
+/* Partitions and pieces, in one pass over the tensors; with out arrays NULL
+ * only counts them. */
+static void eng_layout_cut(eng_layout_t *l, uint32_t *nparts_out,
+                           uint32_t *npieces_out)
+{
+    uint32_t np = 0, npc = 0;
+    eng_partition_t *cur = NULL;
+    eng_partition_t scratch;
+    for (uint32_t t = 0; t < l->ntensors; t++) {
+        strata_dtype_t dt = l->tensors[t].dtype;
+        size_t esize = strata_dtype_size(dt);
+        uint64_t cap = l->partition_bytes / esize * esize;
+        uint64_t left = l->tensor_bytes[t], off = 0;
+        while (left > 0) {
+            if (!cur || cur->dtype != dt || cur->bytes == cap) {
+                cur = l->parts ? &l->parts[np] : &scratch;
+                *cur = (eng_partition_t){.dtype = dt, .first_piece = npc};
+                np++;
+            }
+            uint64_t len = cap - cur->bytes < left ? cap - cur->bytes : left;
+            if (l->pieces)
+                l->pieces[npc] = (eng_piece_t){.tensor = t,
+                                               .part = np - 1,
+                                               .tensor_off = off,
+                                               .part_off = cur->bytes,
+                                               .len = len};
+            npc++;
+            cur->npieces++;
+            cur->bytes += len;
+            cur->count = cur->bytes / esize;
+            off += len;
+            left -= len;
+        }
+    }
+    *nparts_out = np;
+    *npieces_out = npc;
+}
+
+static int eng_cmp_bytes_desc(const void *a, const void *b, void *parts)
+{
+    const eng_partition_t *p = parts;
+    uint32_t ia = *(const uint32_t *)a, ib = *(const uint32_t *)b;
+    if (p[ia].bytes != p[ib].bytes)
+        return p[ia].bytes > p[ib].bytes ? -1 : 1;
+    return ia < ib ? -1 : ia > ib;
+}
+
+/* Longest-processing-time-first: the biggest partitions first, each to the
+ * shard with the fewest bytes so far (ties: the lowest shard). */
+static strata_status_t eng_layout_shard(eng_layout_t *l)
+{
+    uint32_t *order = eng_malloc(sizeof(*order) * l->nparts);
+    if (!order)
+        return STRATA_ERR_NOMEM;
+    for (uint32_t i = 0; i < l->nparts; i++)
+        order[i] = i;
+    qsort_r(order, l->nparts, sizeof(*order), eng_cmp_bytes_desc, l->parts);
+    for (uint32_t i = 0; i < l->nparts; i++) {
+        uint32_t best = 0;
+        for (uint32_t s = 1; s < l->nshards; s++)
+            if (l->shard_bytes[s] < l->shard_bytes[best])
+                best = s;
+        l->parts[order[i]].shard = best;
+        l->shard_bytes[best] += l->parts[order[i]].bytes;
+        l->shard_nparts[best]++;
+    }
+    eng_free(order);
+
+    /* Within a shard, partitions keep their model order. */
+    for (uint32_t s = 0; s < l->nshards; s++) {
+        l->shard_parts[s] =
+            eng_malloc(sizeof(uint32_t) * (l->shard_nparts[s] + 1));
+        if (!l->shard_parts[s])
+            return STRATA_ERR_NOMEM;
+        l->shard_nparts[s] = 0;
+        l->shard_bytes[s] = 0;
+    }
+    for (uint32_t i = 0; i < l->nparts; i++) {
+        eng_partition_t *p = &l->parts[i];
+        p->shard_index = l->shard_nparts[p->shard]++;
+        p->shard_off = l->shard_bytes[p->shard];
+        l->shard_parts[p->shard][p->shard_index] = i;
+        l->shard_bytes[p->shard] += p->bytes;
+    }
+    return STRATA_OK;
+}
+
+strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
+                                 uint32_t ntensors, uint64_t partition_bytes,
+                                 uint32_t nshards, eng_layout_t **layout_out)
+{
+    if (ntensors == 0 || nshards == 0 || partition_bytes < 8) {
+        eng_error("cannot lay out %u tensors on %u shards with partitions of "
+                  "%llu bytes",
+                  ntensors, nshards, (unsigned long long)partition_bytes);
+        return STRATA_ERR_INVALID;
+    }
+    for (uint32_t i = 0; i < ntensors; i++) {
+        strata_status_t st = eng_tensor_desc_check(&tensors[i]);
+        if (st != STRATA_OK)
+            return st;
+    }
+    eng_layout_t *l = eng_calloc(1, sizeof(*l));
+    if (!l)
+        return STRATA_ERR_NOMEM;
+    l->ntensors = ntensors;
+    l->nshards = nshards;
+    l->partition_bytes = partition_bytes;
+    l->hash = eng_layout_hash(tensors, ntensors, partition_bytes);
+    l->tensors = eng_malloc(sizeof(*tensors) * ntensors);
+    l->tensor_bytes = eng_malloc(sizeof(uint64_t) * ntensors);
+    l->tensor_first_piece = eng_calloc(ntensors, sizeof(uint32_t));
+    l->tensor_npieces = eng_calloc(ntensors, sizeof(uint32_t));
+    l->shard_bytes = eng_calloc(nshards, sizeof(uint64_t));
+    l->shard_nparts = eng_calloc(nshards, sizeof(uint32_t));
+    l->shard_parts = eng_calloc(nshards, sizeof(uint32_t *));
+    if (!l->tensors || !l->tensor_bytes || !l->tensor_first_piece ||
+        !l->tensor_npieces || !l->shard_bytes || !l->shard_nparts ||
+        !l->shard_parts)
+        goto nomem;
+    memcpy(l->tensors, tensors, sizeof(*tensors) * ntensors);
+    for (uint32_t i = 0; i < ntensors; i++)
+        l->tensor_bytes[i] =
+            tensors[i].count * strata_dtype_size(tensors[i].dtype);
+
+    eng_layout_cut(l, &l->nparts, &l->npieces);
+    if (l->nparts >= ENG_LAYOUT_MAX_PARTS) {
+        eng_error("the model needs %u partitions of STRATA_PARTITION_BYTES="
+                  "%llu, more than the %u an immediate can name: raise "
+                  "STRATA_PARTITION_BYTES",
+                  l->nparts, (unsigned long long)partition_bytes,
+                  ENG_LAYOUT_MAX_PARTS - 1);
+        eng_layout_free(l);
+        return STRATA_ERR_CONFIG;
+    }
+    l->parts = eng_calloc(l->nparts, sizeof(*l->parts));
+    l->pieces = eng_calloc(l->npieces, sizeof(*l->pieces));
+    if (!l->parts || !l->pieces)
+        goto nomem;
+    eng_layout_cut(l, &l->nparts, &l->npieces);
+    for (uint32_t k = 0; k < l->npieces; k++)
+        if (l->tensor_npieces[l->pieces[k].tensor]++ == 0)
+            l->tensor_first_piece[l->pieces[k].tensor] = k;
+    if (eng_layout_shard(l) != STRATA_OK)
+        goto nomem;
+    *layout_out = l;
+    return STRATA_OK;
+
+nomem:
+    eng_error("out of memory laying out %u tensors", ntensors);
+    eng_layout_free(l);
+    return STRATA_ERR_NOMEM;
+}
+
+void eng_layout_free(eng_layout_t *l)
+{
+    if (!l)
+        return;
+    for (uint32_t s = 0; l->shard_parts && s < l->nshards; s++)
+        eng_free(l->shard_parts[s]);
+    eng_free(l->shard_parts);
+    eng_free(l->shard_nparts);
+    eng_free(l->shard_bytes);
+    eng_free(l->pieces);
+    eng_free(l->parts);
+    eng_free(l->tensor_bytes);
+    eng_free(l->tensor_first_piece);
+    eng_free(l->tensor_npieces);
+    eng_free(l->tensors);
+    eng_free(l);
+}
+
+static void eng_desc_str(const eng_tensor_desc_t *d, char *buf, size_t len)
+{
+    snprintf(buf, len, "'%s' %s[%llu]", d->name, strata_dtype_name(d->dtype),
+             (unsigned long long)d->count);
+}
+
+int eng_layout_compare(const eng_tensor_desc_t *ref, uint32_t nref,
+                       uint64_t ref_partition_bytes, int ref_rank,
+                       const eng_tensor_desc_t *got, uint32_t ngot,
+                       uint64_t got_partition_bytes, int rank, char *msg,
+                       size_t msg_len)
+{
+    char a[ENG_TENSOR_NAME_MAX + 48], b[ENG_TENSOR_NAME_MAX + 48];
+    uint32_t n = nref < ngot ? nref : ngot;
+    for (uint32_t i = 0; i < n; i++) {
+        if (strcmp(ref[i].name, got[i].name) == 0 &&
+            ref[i].dtype == got[i].dtype && ref[i].count == got[i].count)
+            continue;
+        eng_desc_str(&got[i], a, sizeof(a));
+        eng_desc_str(&ref[i], b, sizeof(b));
+        snprintf(msg, msg_len,
+                 "layout mismatch at tensor #%u: rank %d registered %s, "
+                 "rank %d registered %s",
+                 i, rank, a, ref_rank, b);
+        return -1;
+    }
+    if (nref != ngot) {
+        const eng_tensor_desc_t *extra = nref > ngot ? &ref[n] : &got[n];
+        eng_desc_str(extra, a, sizeof(a));
+        snprintf(msg, msg_len,
+                 "layout mismatch at tensor #%u: rank %d registered %u "
+                 "tensors, rank %d registered %u; the first extra one is %s",
+                 n, rank, ngot, ref_rank, nref, a);
+        return -1;
+    }
+    if (ref_partition_bytes != got_partition_bytes) {
+        snprintf(msg, msg_len,
+                 "layout mismatch: rank %d has STRATA_PARTITION_BYTES=%llu, "
+                 "rank %d has %llu",
+                 rank, (unsigned long long)got_partition_bytes, ref_rank,
+                 (unsigned long long)ref_partition_bytes);
+        return -1;
+    }
+    return 0;
+}

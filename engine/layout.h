@@ -1,0 +1,92 @@
+/*
+ * Model layout and sharding. The tensors a worker registers are laid out in
+ * registration order and cut into partitions of at most STRATA_PARTITION_BYTES
+ * (large tensors split, small ones packed; a partition holds one dtype, so a
+ * change of dtype starts a new one). Partitions are assigned to the S
+ * aggregator shards balancing bytes. Every worker must register the same
+ * tensors: the coordinator compares the layout hashes and names the first
+ * tensor that differs.
+ *
+ * A partition is a contiguous array of elements on its shard; on a worker it
+ * is made of pieces, each a byte range of one tensor.
+ */
+#ifndef STRATA_ENGINE_LAYOUT_H
+#define STRATA_ENGINE_LAYOUT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <strata/strata.h>
+
+/* Longest tensor name, in bytes, without the terminating NUL. */
+#define ENG_TENSOR_NAME_MAX 255
+/* Most partitions a model may have (they are numbered in immediates). */
+#define ENG_LAYOUT_MAX_PARTS (1u << 22)
+
+/* What identifies a tensor across ranks. */
+typedef struct eng_tensor_desc {
+    char name[ENG_TENSOR_NAME_MAX + 1];
+    strata_dtype_t dtype;
+    uint64_t count;
+} eng_tensor_desc_t;
+
+/* A byte range of one tensor inside one partition. */
+typedef struct eng_piece {
+    uint32_t tensor;
+    uint32_t part;
+    uint64_t tensor_off; /* bytes from the start of the tensor */
+    uint64_t part_off;   /* bytes from the start of the partition */
+    uint64_t len;        /* bytes */
+} eng_piece_t;
+
+typedef struct eng_partition {
+    strata_dtype_t dtype;
+    uint64_t bytes;
+    uint64_t count; /* elements */
+    uint32_t shard;
+    uint32_t shard_index; /* position among the partitions of its shard */
+    uint64_t shard_off;   /* bytes before it in its shard's arrays */
+    uint32_t first_piece, npieces;
+} eng_partition_t;
+
+typedef struct eng_layout {
+    uint32_t ntensors, nparts, npieces, nshards;
+    eng_tensor_desc_t *tensors;
+    uint64_t *tensor_bytes;
+    uint32_t *tensor_first_piece; /* a tensor's pieces are consecutive */
+    uint32_t *tensor_npieces;
+    eng_partition_t *parts;
+    eng_piece_t *pieces;
+    uint64_t *shard_bytes;  /* [nshards] */
+    uint32_t *shard_nparts; /* [nshards] */
+    uint32_t **shard_parts; /* [nshards][shard_nparts]: partition indices */
+    uint64_t partition_bytes;
+    uint64_t hash;
+} eng_layout_t;
+
+/* Check one tensor description: a non-empty name of at most
+ * ENG_TENSOR_NAME_MAX bytes, a known dtype, a non-zero count whose byte size
+ * fits in 63 bits. Logs what is wrong. */
+strata_status_t eng_tensor_desc_check(const eng_tensor_desc_t *desc);
+
+/* The hash every rank computes over the tensor descriptions (and the
+ * partition size, which shapes the layout). */
+uint64_t eng_layout_hash(const eng_tensor_desc_t *tensors, uint32_t ntensors,
+                         uint64_t partition_bytes);
+
+/* Lay out ntensors (copied) for nshards shards. */
+strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
+                                 uint32_t ntensors, uint64_t partition_bytes,
+                                 uint32_t nshards, eng_layout_t **layout_out);
+void eng_layout_free(eng_layout_t *layout);
+
+/* Compare the tensors of rank `rank` with the reference (rank `ref_rank`).
+ * Returns 0 when they match; otherwise writes one sentence naming the first
+ * tensor that differs (or the partition size) to msg and returns -1. */
+int eng_layout_compare(const eng_tensor_desc_t *ref, uint32_t nref,
+                       uint64_t ref_partition_bytes, int ref_rank,
+                       const eng_tensor_desc_t *got, uint32_t ngot,
+                       uint64_t got_partition_bytes, int rank, char *msg,
+                       size_t msg_len);
+
+#endif /* STRATA_ENGINE_LAYOUT_H */

@@ -1,0 +1,101 @@
+/*
+ * Control messages of the engine: their types, and bounds-checked little-
+ * endian encoding and decoding. A message is a u16 type followed by its
+ * fields; it travels in one tp_send() (at most TP_MSG_MAX bytes).
+ *
+ * Writers never overflow: a field that does not fit marks the buffer, and
+ * eng_wbuf_len() then reports 0 (a programming error, logged by the caller).
+ * Readers never read past the end: a missing or malformed field marks the
+ * reader bad, every later read returns zeros, and the caller checks
+ * eng_rbuf_ok() once after decoding everything.
+ */
+#ifndef STRATA_ENGINE_WIRE_H
+#define STRATA_ENGINE_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* X(name, value): the engine's message types. */
+#define ENG_MSG_LIST(X)                                                        \
+    X(HELLO, 1)       /* rank -> coordinator: who I am, where I listen */      \
+    X(AGG_INFO, 2)    /* coordinator -> rank: one aggregator's addresses */    \
+    X(WELCOME, 3)     /* coordinator -> rank: the roster is complete */        \
+    X(LAYOUT, 4)      /* worker -> coordinator: layout header */               \
+    X(TENSORS, 5)     /* tensor descriptions, a chunk of a layout */           \
+    X(LAYOUT_OK, 6)   /* coordinator -> rank: layout accepted */               \
+    X(BYE, 7)         /* rank -> coordinator: leaving cleanly */               \
+    X(ABORT, 8)       /* coordinator -> rank: the job failed, why */           \
+    X(JOIN, 9)        /* worker -> aggregator: first message on an ep */       \
+    X(SLOTS, 10)      /* aggregator -> worker: its receive slots */            \
+    X(PARAMS, 11)     /* worker -> aggregator: parameter buffers, a chunk */   \
+    X(PARAMS_END, 12) /* worker -> aggregator: all parameter buffers sent */   \
+    X(LEAVE, 13)      /* worker -> aggregator: finalizing */                   \
+    X(FAREWELL, 14)   /* coordinator -> rank: everyone left, close */
+
+typedef enum eng_msg_type {
+#define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,
+    ENG_MSG_LIST(ENG_MSG_ENUM)
+#undef ENG_MSG_ENUM
+} eng_msg_type_t;
+
+/* "HELLO", ...; "unknown" for other values. */
+const char *eng_msg_name(unsigned type);
+
+typedef struct eng_wbuf {
+    unsigned char *p;
+    size_t len, cap;
+    bool overflow;
+} eng_wbuf_t;
+
+void eng_wbuf_init(eng_wbuf_t *w, void *buf, size_t cap, eng_msg_type_t type);
+void eng_put_u8(eng_wbuf_t *w, uint8_t v);
+void eng_put_u16(eng_wbuf_t *w, uint16_t v);
+void eng_put_u32(eng_wbuf_t *w, uint32_t v);
+void eng_put_u64(eng_wbuf_t *w, uint64_t v);
+static inline void eng_put_i64(eng_wbuf_t *w, int64_t v)
+{
+    eng_put_u64(w, (uint64_t)v);
+}
+void eng_put_f64(eng_wbuf_t *w, double v);
+/* A u16 length, then the bytes (no NUL). */
+void eng_put_str(eng_wbuf_t *w, const char *s);
+/* Room left, for callers that fill a message until it is full. */
+static inline size_t eng_wbuf_room(const eng_wbuf_t *w)
+{
+    return w->overflow ? 0 : w->cap - w->len;
+}
+/* Bytes written, or 0 after an overflow. */
+static inline size_t eng_wbuf_len(const eng_wbuf_t *w)
+{
+    return w->overflow ? 0 : w->len;
+}
+
+typedef struct eng_rbuf {
+    const unsigned char *p;
+    size_t len, pos;
+    bool bad;
+} eng_rbuf_t;
+
+/* Reads the type; a message shorter than it is bad. */
+void eng_rbuf_init(eng_rbuf_t *r, const void *buf, size_t len,
+                   unsigned *type_out);
+uint8_t eng_get_u8(eng_rbuf_t *r);
+uint16_t eng_get_u16(eng_rbuf_t *r);
+uint32_t eng_get_u32(eng_rbuf_t *r);
+uint64_t eng_get_u64(eng_rbuf_t *r);
+static inline int64_t eng_get_i64(eng_rbuf_t *r)
+{
+    return (int64_t)eng_get_u64(r);
+}
+double eng_get_f64(eng_rbuf_t *r);
+/* Copies a string into buf (cap bytes, NUL-terminated); one that does not
+ * fit, or holds a NUL, makes the reader bad. */
+void eng_get_str(eng_rbuf_t *r, char *buf, size_t cap);
+/* All read, nothing malformed, nothing left over. */
+static inline bool eng_rbuf_ok(const eng_rbuf_t *r)
+{
+    return !r->bad && r->pos == r->len;
+}
+
+#endif /* STRATA_ENGINE_WIRE_H */

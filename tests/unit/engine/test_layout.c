@@ -1,0 +1,234 @@
+/* Layout: partitions, pieces, shard balance, hashes and mismatch messages. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/layout.h"
+#include "engine/log.h"
+
+static void quiet(void *arg, eng_log_level_t level, const char *line)
+{
+    (void)arg, (void)level, (void)line;
+}
+
+static eng_tensor_desc_t desc(const char *name, strata_dtype_t dt, uint64_t n)
+{
+    eng_tensor_desc_t d = {.dtype = dt, .count = n};
+    snprintf(d.name, sizeof(d.name), "%s", name);
+    return d;
+}
+
+/* Every byte of every tensor is in exactly one piece, pieces of a partition
+ * tile it, and shard offsets tile each shard. */
+static void check_invariants(const eng_layout_t *l)
+{
+    uint64_t covered[16] = {0};
+    assert_true(l->ntensors <= 16);
+    for (uint32_t p = 0; p < l->nparts; p++) {
+        const eng_partition_t *part = &l->parts[p];
+        uint64_t at = 0;
+        assert_true(part->bytes > 0 && part->bytes <= l->partition_bytes);
+        for (uint32_t k = 0; k < part->npieces; k++) {
+            const eng_piece_t *pc = &l->pieces[part->first_piece + k];
+            assert_int_equal(pc->part_off, at);
+            assert_int_equal(l->tensors[pc->tensor].dtype, part->dtype);
+            assert_int_equal(pc->part, p);
+            uint32_t first = l->tensor_first_piece[pc->tensor];
+            uint32_t idx = part->first_piece + k;
+            assert_true(idx >= first &&
+                        idx < first + l->tensor_npieces[pc->tensor]);
+            assert_int_equal(pc->tensor_off, covered[pc->tensor]);
+            covered[pc->tensor] += pc->len;
+            at += pc->len;
+        }
+        assert_int_equal(at, part->bytes);
+        assert_int_equal(l->shard_parts[part->shard][part->shard_index], p);
+    }
+    for (uint32_t t = 0; t < l->ntensors; t++)
+        assert_int_equal(covered[t], l->tensor_bytes[t]);
+    for (uint32_t s = 0; s < l->nshards; s++) {
+        uint64_t off = 0;
+        for (uint32_t i = 0; i < l->shard_nparts[s]; i++) {
+            const eng_partition_t *part = &l->parts[l->shard_parts[s][i]];
+            assert_int_equal(part->shard_off, off);
+            off += part->bytes;
+        }
+        assert_int_equal(off, l->shard_bytes[s]);
+    }
+}
+
+static void large_split_small_packed(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {
+        desc("big", STRATA_FP32, 2500),   /* 10000 B: 4096 + 4096 + 1808 */
+        desc("small1", STRATA_FP32, 100), /* packed after big's tail */
+        desc("small2", STRATA_FP32, 10),
+    };
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 3, 4096, 2, &l), STRATA_OK);
+    check_invariants(l);
+    assert_int_equal(l->nparts, 3);
+    assert_int_equal(l->parts[0].bytes, 4096);
+    assert_int_equal(l->parts[1].bytes, 4096);
+    assert_int_equal(l->parts[2].bytes, 1808 + 400 + 40);
+    assert_int_equal(l->parts[2].npieces, 3);
+    assert_int_equal(l->parts[2].count, (1808 + 440) / 4);
+    eng_layout_free(l);
+}
+
+static void dtype_change_starts_a_partition(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {
+        desc("a", STRATA_FP32, 10),
+        desc("b", STRATA_FP16, 3), /* 6 bytes: its own partition */
+        desc("c", STRATA_FP16, 5),
+        desc("d", STRATA_FP64, 1),
+    };
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 4, 4096, 3, &l), STRATA_OK);
+    check_invariants(l);
+    assert_int_equal(l->nparts, 3);
+    assert_int_equal(l->parts[1].dtype, STRATA_FP16);
+    assert_int_equal(l->parts[1].bytes, 16);
+    assert_int_equal(l->parts[1].count, 8);
+    /* Three partitions on three shards: one each. */
+    for (uint32_t s = 0; s < 3; s++)
+        assert_int_equal(l->shard_nparts[s], 1);
+    eng_layout_free(l);
+}
+
+static void partition_size_rounds_to_elements(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {desc("x", STRATA_FP64, 1000)};
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 1, 4100, 1, &l), STRATA_OK);
+    check_invariants(l);
+    assert_int_equal(l->parts[0].bytes, 4096); /* 4100 rounded down to 8 */
+    eng_layout_free(l);
+}
+
+static void shards_balance_bytes(void **state)
+{
+    (void)state;
+    /* 10 full partitions and a small one on 4 shards: 3,3,3,2 full ones,
+     * the small one on a shard with 2. */
+    eng_tensor_desc_t t[] = {desc("w", STRATA_FP32, 10 * 1024 + 7)};
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 1, 4096, 4, &l), STRATA_OK);
+    check_invariants(l);
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint32_t s = 0; s < 4; s++) {
+        lo = l->shard_bytes[s] < lo ? l->shard_bytes[s] : lo;
+        hi = l->shard_bytes[s] > hi ? l->shard_bytes[s] : hi;
+    }
+    assert_true(hi - lo <= 4096);
+    assert_int_equal(l->shard_bytes[0] + l->shard_bytes[1] + l->shard_bytes[2] +
+                         l->shard_bytes[3],
+                     (10 * 1024 + 7) * 4);
+    eng_layout_free(l);
+}
+
+static void more_shards_than_partitions(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {desc("w", STRATA_FP32, 3)};
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 1, 4096, 4, &l), STRATA_OK);
+    check_invariants(l);
+    assert_int_equal(l->shard_nparts[0], 1);
+    assert_int_equal(l->shard_nparts[3], 0);
+    eng_layout_free(l);
+}
+
+static void hash_depends_on_everything(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t a[] = {desc("w", STRATA_FP32, 10),
+                             desc("b", STRATA_FP32, 2)};
+    eng_tensor_desc_t b[2];
+    uint64_t h = eng_layout_hash(a, 2, 4096);
+    assert_int_equal(h, eng_layout_hash(a, 2, 4096));
+    assert_true(h != eng_layout_hash(a, 2, 8192));
+    assert_true(h != eng_layout_hash(a, 1, 4096));
+    memcpy(b, a, sizeof(a));
+    b[1].count = 3;
+    assert_true(h != eng_layout_hash(b, 2, 4096));
+    memcpy(b, a, sizeof(a));
+    b[0].dtype = STRATA_BF16;
+    assert_true(h != eng_layout_hash(b, 2, 4096));
+    memcpy(b, a, sizeof(a));
+    snprintf(b[0].name, sizeof(b[0].name), "v");
+    assert_true(h != eng_layout_hash(b, 2, 4096));
+}
+
+static void mismatch_names_first_difference(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t ref[] = {desc("conv.w", STRATA_FP32, 100),
+                               desc("fc1.weight", STRATA_FP32, 2000),
+                               desc("fc1.bias", STRATA_FP32, 10)};
+    eng_tensor_desc_t got[3];
+    char msg[512];
+    memcpy(got, ref, sizeof(ref));
+    assert_int_equal(
+        eng_layout_compare(ref, 3, 4096, 2, got, 3, 4096, 5, msg, sizeof(msg)),
+        0);
+    got[1].count = 1000;
+    got[2].count = 1;
+    assert_int_equal(
+        eng_layout_compare(ref, 3, 4096, 2, got, 3, 4096, 5, msg, sizeof(msg)),
+        -1);
+    assert_non_null(strstr(msg, "tensor #1"));
+    assert_non_null(strstr(msg, "rank 5 registered 'fc1.weight' fp32[1000]"));
+    assert_non_null(strstr(msg, "rank 2 registered 'fc1.weight' fp32[2000]"));
+
+    assert_int_equal(
+        eng_layout_compare(ref, 3, 4096, 2, ref, 2, 4096, 6, msg, sizeof(msg)),
+        -1);
+    assert_non_null(strstr(msg, "rank 6 registered 2 tensors"));
+    assert_non_null(strstr(msg, "'fc1.bias'"));
+
+    assert_int_equal(
+        eng_layout_compare(ref, 3, 4096, 2, ref, 3, 8192, 6, msg, sizeof(msg)),
+        -1);
+    assert_non_null(strstr(msg, "STRATA_PARTITION_BYTES=8192"));
+}
+
+static void bad_descriptions_are_refused(void **state)
+{
+    (void)state;
+    eng_log_set_sink(quiet, NULL);
+    eng_tensor_desc_t t[] = {desc("", STRATA_FP32, 1)};
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
+    t[0] = desc("x", STRATA_FP32, 0);
+    assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
+    t[0] = desc("x", (strata_dtype_t)42, 1);
+    assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
+    t[0] = desc("x", STRATA_FP32, UINT64_MAX / 2);
+    assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
+    eng_log_set_sink(NULL, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(large_split_small_packed),
+        cmocka_unit_test(dtype_change_starts_a_partition),
+        cmocka_unit_test(partition_size_rounds_to_elements),
+        cmocka_unit_test(shards_balance_bytes),
+        cmocka_unit_test(more_shards_than_partitions),
+        cmocka_unit_test(hash_depends_on_everything),
+        cmocka_unit_test(mismatch_names_first_difference),
+        cmocka_unit_test(bad_descriptions_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

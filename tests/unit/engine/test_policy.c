@@ -1,0 +1,92 @@
+/* Policies: groups, staleness bounds and gradient scale of each. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "engine/config.h"
+#include "engine/log.h"
+#include "engine/policy.h"
+
+static char last_error[1024];
+
+static void capture(void *arg, eng_log_level_t level, const char *line)
+{
+    (void)arg;
+    if (level == ENG_LOG_ERROR)
+        strncpy(last_error, line, sizeof(last_error) - 1);
+}
+
+static eng_policy_t *make(const char *policy, const char *staleness,
+                          const char *optimizer, uint32_t nworkers,
+                          strata_status_t expect)
+{
+    eng_config_t *cfg;
+    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
+    assert_int_equal(eng_config_set(cfg, "POLICY", policy), STRATA_OK);
+    if (staleness)
+        assert_int_equal(eng_config_set(cfg, "STALENESS", staleness),
+                         STRATA_OK);
+    if (optimizer)
+        assert_int_equal(eng_config_set(cfg, "OPTIMIZER", optimizer),
+                         STRATA_OK);
+    eng_policy_t *p = NULL;
+    assert_int_equal(eng_policy_create(cfg, nworkers, &p), expect);
+    eng_config_free(cfg);
+    return p;
+}
+
+static void bsp_is_one_synchronous_group(void **state)
+{
+    (void)state;
+    eng_policy_t *p = make("bsp", NULL, NULL, 4, STRATA_OK);
+    assert_int_equal(p->ngroups, 1);
+    for (uint32_t w = 0; w < 4; w++)
+        assert_int_equal(p->group_of[w], 0);
+    assert_int_equal(eng_policy_group_size(p, 0), 4);
+    assert_true(p->intra_staleness == 0 && p->inter_staleness == 0);
+    assert_true(eng_policy_grad_scale(p) == 0.25);
+    eng_policy_free(p);
+}
+
+static void ssp_and_asp_are_groups_per_worker(void **state)
+{
+    (void)state;
+    eng_policy_t *p = make("ssp", "3", NULL, 3, STRATA_OK);
+    assert_int_equal(p->ngroups, 3);
+    assert_int_equal(p->group_of[2], 2);
+    assert_true(p->intra_staleness == 0 && p->inter_staleness == 3);
+    eng_policy_free(p);
+    p = make("asp", NULL, NULL, 2, STRATA_OK);
+    assert_int_equal(p->ngroups, 2);
+    assert_true(p->inter_staleness == INT64_MAX);
+    eng_policy_free(p);
+}
+
+static void sum_only_needs_bsp(void **state)
+{
+    (void)state;
+    eng_log_set_sink(capture, NULL);
+    eng_policy_t *p = make("bsp", NULL, "sum", 2, STRATA_OK);
+    assert_true(p->sum_only);
+    assert_true(eng_policy_grad_scale(p) == 1.0);
+    eng_policy_free(p);
+    make("ssp", NULL, "sum", 2, STRATA_ERR_CONFIG);
+    assert_non_null(strstr(last_error, "STRATA_OPTIMIZER=sum"));
+    make("gssp", NULL, NULL, 2, STRATA_ERR_CONFIG);
+    assert_non_null(strstr(last_error, "STRATA_POLICY=gssp"));
+    eng_log_set_sink(NULL, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(bsp_is_one_synchronous_group),
+        cmocka_unit_test(ssp_and_asp_are_groups_per_worker),
+        cmocka_unit_test(sum_only_needs_bsp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
