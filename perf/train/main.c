@@ -1,0 +1,83 @@
+/*
+ * strata-train: heterogeneous data-parallel training of an MLP on
+ * Fashion-MNIST, one process per worker, to compare Strata's policies.
+ * Without --worker it is the driver: it runs one job per policy and reports;
+ * with --worker it is one process of such a job.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cblas.h>
+
+#include "perf/train/cli.h"
+#include "perf/train/log.h"
+#include "perf/train/report.h"
+#include "perf/train/run.h"
+#include "perf/train/worker.h"
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    perf_driver_stop = 1;
+}
+
+static void catch_signals(void)
+{
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Run every policy; 0 when each job completed. */
+static int compare(const perf_cli_t *cli)
+{
+    perf_driver_t d;
+    strata_status_t st =
+        perf_driver_prepare(&d, &cli->sc, cli->data_dir, cli->launcher);
+    if (st != STRATA_OK) {
+        perf_driver_cleanup(&d);
+        return 1;
+    }
+    const perf_scenario_t *sc = &cli->sc;
+    perf_report_scenario(stdout, sc, d.compute_s);
+    if (d.compute_s > 0.5 * sc->base_step_s)
+        perf_warn("a minibatch takes %.2f ms, more than half the %.2f ms "
+                  "step of a x1 worker: the CPU, not the speeds, will set "
+                  "the pace (raise --base-ms)",
+                  d.compute_s * 1e3, sc->base_step_s * 1e3);
+    perf_result_t results[PERF_MAX_POLICIES] = {0};
+    int ran = 0, failed = 0;
+    for (int p = 0; p < sc->npolicies && !perf_driver_stop; p++) {
+        printf("\n== %s\n", sc->policies[p].name);
+        fflush(stdout);
+        failed += perf_driver_run(&d, p, &results[p]) != STRATA_OK;
+        ran++;
+    }
+    perf_report_table(stdout, sc, results, ran);
+    if (cli->json && perf_report_json(cli->json, sc, results, ran))
+        failed++;
+    if (cli->plot && perf_report_plot(cli->plot, sc, results, ran))
+        failed++;
+    for (int p = 0; p < ran; p++)
+        perf_result_free(&results[p]);
+    perf_driver_cleanup(&d);
+    return failed || perf_driver_stop ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    perf_cli_t cli;
+    if (perf_cli_parse(argc, argv, &cli) != STRATA_OK)
+        return 2;
+    if (cli.help) {
+        perf_cli_usage(stdout);
+        return 0;
+    }
+    if (cli.worker)
+        return perf_worker_main(cli.worker);
+    openblas_set_num_threads(1);
+    catch_signals();
+    return compare(&cli);
+}

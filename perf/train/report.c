@@ -1,0 +1,166 @@
+/* The comparison table, its JSON, and the gnuplot figure. */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "perf/train/log.h"
+#include "perf/train/report.h"
+
+void perf_report_scenario(FILE *out, const perf_scenario_t *sc,
+                          double compute_s)
+{
+    fprintf(out, "scenario %s: %d workers (speeds", sc->name, sc->workers);
+    for (int i = 0; i < sc->workers;) {
+        int n = 1;
+        while (i + n < sc->workers && sc->speeds[i + n] == sc->speeds[i])
+            n++;
+        fprintf(out, " x%g", sc->speeds[i]);
+        if (n > 1)
+            fprintf(out, "*%d", n);
+        i += n;
+    }
+    fprintf(out,
+            "), %d aggregator%s; step %.1f ms at x1 (compute %.2f ms), "
+            "batch %d, lr %g, %s data; target %.2f, budget %.0f s\n",
+            sc->aggregators, sc->aggregators > 1 ? "s" : "",
+            sc->base_step_s * 1e3, compute_s * 1e3, sc->batch, sc->lr,
+            sc->noniid ? "non-iid" : "iid", sc->target_acc, sc->budget_s);
+}
+
+static void human_bytes(uint64_t b, char *buf, size_t len)
+{
+    const char *unit[] = {"B", "KB", "MB", "GB", "TB"};
+    double v = (double)b;
+    int u = 0;
+    while (v >= 1000.0 && u < 4) {
+        v /= 1000.0;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+static const perf_result_t *reference(const perf_result_t *r, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(r[i].policy, "bsp") == 0)
+            return &r[i];
+    return &r[0];
+}
+
+void perf_report_table(FILE *out, const perf_scenario_t *sc,
+                       const perf_result_t *r, int n)
+{
+    const perf_result_t *ref = reference(r, n);
+    char head[32];
+    snprintf(head, sizeof(head), "time to %.2f", sc->target_acc);
+    fprintf(out, "\n%-12s %12s %10s %9s %10s %10s %9s\n", "policy", head, "vs",
+            "final acc", "pushed", "pulled", "steps");
+    for (int i = 0; i < n; i++) {
+        char ttt[32] = "not reached", speed[32] = "-", acc[16] = "-";
+        char pushed[32], pulled[32];
+        if (!isnan(r[i].time_to_target_s))
+            snprintf(ttt, sizeof(ttt), "%.2f s", r[i].time_to_target_s);
+        if (!isnan(r[i].time_to_target_s) && !isnan(ref->time_to_target_s) &&
+            r[i].time_to_target_s > 0)
+            snprintf(speed, sizeof(speed), "%.2fx",
+                     ref->time_to_target_s / r[i].time_to_target_s);
+        if (!isnan(r[i].final_acc))
+            snprintf(acc, sizeof(acc), "%.4f", r[i].final_acc);
+        human_bytes(r[i].bytes_pushed, pushed, sizeof(pushed));
+        human_bytes(r[i].bytes_pulled, pulled, sizeof(pulled));
+        fprintf(out, "%-12s %12s %10s %9s %10s %10s %9llu%s\n", r[i].policy,
+                ttt, speed, acc, pushed, pulled, (unsigned long long)r[i].steps,
+                r[i].ok ? "" : "  FAILED");
+    }
+    fprintf(out, "(vs: speed-up to %.2f over %s; final acc after %.0f s)\n",
+            sc->target_acc, ref->policy, sc->budget_s);
+}
+
+static void json_number(FILE *f, double v)
+{
+    if (isnan(v))
+        fputs("null", f);
+    else
+        fprintf(f, "%.6g", v);
+}
+
+strata_status_t perf_report_json(const char *path, const perf_scenario_t *sc,
+                                 const perf_result_t *r, int n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        perf_error("%s: cannot create: %s", path, strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    fprintf(f, "{\"scenario\": \"%s\", \"workers\": %d, \"aggregators\": %d, ",
+            sc->name, sc->workers, sc->aggregators);
+    fprintf(f, "\"target_acc\": %g, \"budget_s\": %g, \"results\": [",
+            sc->target_acc, sc->budget_s);
+    for (int i = 0; i < n; i++) {
+        fprintf(f, "%s\n  {\"policy\": \"%s\", \"time_to_target_s\": ",
+                i ? "," : "", r[i].policy);
+        json_number(f, r[i].time_to_target_s);
+        fputs(", \"final_acc\": ", f);
+        json_number(f, r[i].final_acc);
+        fprintf(f,
+                ", \"bytes_pushed\": %llu, \"bytes_pulled\": %llu, "
+                "\"steps\": %llu, \"ok\": %s}",
+                (unsigned long long)r[i].bytes_pushed,
+                (unsigned long long)r[i].bytes_pulled,
+                (unsigned long long)r[i].steps, r[i].ok ? "true" : "false");
+    }
+    fputs("\n]}\n", f);
+    if (fclose(f) != 0) {
+        perf_error("%s: cannot write: %s", path, strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    return STRATA_OK;
+}
+
+/* The script, with every curve inline so no temporary files are needed. */
+static void plot_script(FILE *g, const char *path, const perf_scenario_t *sc,
+                        const perf_result_t *r, int n)
+{
+    fprintf(g, "set terminal pngcairo size 900,560 noenhanced\n");
+    fprintf(g, "set output '%s'\n", path);
+    fprintf(g, "set title 'Fashion-MNIST MLP, scenario %s: test accuracy'\n",
+            sc->name);
+    fprintf(g, "set xlabel 'wall time (s)'\nset ylabel 'test accuracy'\n");
+    fprintf(g, "set key bottom right\nset grid\nset yrange [0:1]\n");
+    for (int i = 0; i < n; i++) {
+        fprintf(g, "$p%d << EOD\n", i);
+        for (size_t k = 0; k < r[i].npoints; k++)
+            fprintf(g, "%.3f %.4f\n", r[i].points[k].t_s, r[i].points[k].acc);
+        fprintf(g, "EOD\n");
+    }
+    fprintf(g, "plot %g with lines dashtype 2 lc 'gray' title 'target %.2f'",
+            sc->target_acc, sc->target_acc);
+    for (int i = 0; i < n; i++)
+        if (r[i].npoints)
+            fprintf(g, ", $p%d with lines lw 2 title '%s'", i, r[i].policy);
+    fprintf(g, "\n");
+}
+
+strata_status_t perf_report_plot(const char *path, const perf_scenario_t *sc,
+                                 const perf_result_t *r, int n)
+{
+    if (strchr(path, '\'')) {
+        perf_error("%s: a plot file name cannot contain a quote", path);
+        return STRATA_ERR_INVALID;
+    }
+    FILE *g = popen("gnuplot", "w");
+    if (!g) {
+        perf_error("cannot run gnuplot: %s", strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    plot_script(g, path, sc, r, n);
+    int status = pclose(g);
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        perf_error("gnuplot failed to draw %s (exit status %d; is "
+                   "gnuplot-nox installed?)",
+                   path, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return STRATA_ERR_IO;
+    }
+    return STRATA_OK;
+}

@@ -1,0 +1,31 @@
+/* What a comparison prints and writes: the table, JSON and an accuracy plot. */
+#ifndef STRATA_PERF_TRAIN_REPORT_H
+#define STRATA_PERF_TRAIN_REPORT_H
+
+#include <stdio.h>
+
+#include <strata/strata.h>
+
+#include "perf/train/run.h"
+#include "perf/train/scenario.h"
+
+/* One line describing the scenario, e.g. "16 workers (x1 x4, ...)". */
+void perf_report_scenario(FILE *out, const perf_scenario_t *sc,
+                          double compute_s);
+
+/* Time to target, speed-up over bsp (or over the first policy when bsp did
+ * not run), final accuracy and traffic of every policy. */
+void perf_report_table(FILE *out, const perf_scenario_t *sc,
+                       const perf_result_t *r, int n);
+
+/* {"scenario", "target_acc", "budget_s", "results": [{"policy",
+ * "time_to_target_s" (null when not reached), "final_acc", "bytes_pushed",
+ * "bytes_pulled", "steps", "ok"}]} */
+strata_status_t perf_report_json(const char *path, const perf_scenario_t *sc,
+                                 const perf_result_t *r, int n);
+
+/* Accuracy against wall time, one curve per policy, through gnuplot. */
+strata_status_t perf_report_plot(const char *path, const perf_scenario_t *sc,
+                                 const perf_result_t *r, int n);
+
+#endif /* STRATA_PERF_TRAIN_REPORT_H */

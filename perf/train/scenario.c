@@ -1,0 +1,234 @@
+/* Named scenarios, and parsing of speed profiles and policy lists. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "perf/train/log.h"
+#include "perf/train/scenario.h"
+
+static const perf_policy_t known_policies[] = {
+    {"local", NULL, false, PERF_DRIVE_LOCAL},
+    {"bsp", "bsp", false, PERF_DRIVE_GRADIENT},
+    {"ssp", "ssp", false, PERF_DRIVE_GRADIENT},
+    {"asp", "asp", false, PERF_DRIVE_GRADIENT},
+    {"gssp", "gssp", false, PERF_DRIVE_GRADIENT},
+    {"gssp+gdtopk", "gssp", true, PERF_DRIVE_GRADIENT},
+    {"esync", "esync", false, PERF_DRIVE_ROUNDS},
+    {"fedavg", "fedavg", false, PERF_DRIVE_ROUNDS},
+};
+#define NKNOWN (sizeof(known_policies) / sizeof(known_policies[0]))
+
+typedef struct named_scenario {
+    const char *name;
+    const char *speeds;
+    int aggregators;
+    double base_step_s;
+    double budget_s;
+    const char *policies;
+} named_scenario_t;
+
+/*
+ * gssp16: the GSSP paper's 16 workers and 4 servers, in four speed tiers.
+ * esync6: the ESync paper's 4 GPUs and 2 CPUs, whose steps took 0.03 s and
+ * 3.5 s, scaled down to 5 ms and 0.5 s. Base step times sit well above the
+ * ~1 ms a minibatch of 32 costs here, so sleeping, not the CPU, sets speed.
+ */
+static const named_scenario_t named[] = {
+    {"gssp16", "1x4,2x4,4x4,8x4", 4, 0.010, 40.0, "bsp,gssp"},
+    {"esync6", "1x4,100x2", 1, 0.005, 60.0, "bsp,esync"},
+};
+#define NNAMED (sizeof(named) / sizeof(named[0]))
+
+void perf_scenario_defaults(perf_scenario_t *sc)
+{
+    memset(sc, 0, sizeof(*sc));
+    snprintf(sc->name, sizeof(sc->name), "custom");
+    sc->workers = 4;
+    for (int i = 0; i < sc->workers; i++)
+        sc->speeds[i] = 1.0;
+    sc->aggregators = 1;
+    sc->base_step_s = 0.010;
+    sc->budget_s = 30.0;
+    sc->target_acc = 0.80;
+    sc->eval_s = 0.25;
+    sc->batch = 32;
+    sc->hidden = 256;
+    sc->lr = 0.1;
+    sc->staleness = 3;
+    sc->fedavg_steps = 8;
+    sc->seed = 1;
+    sc->npolicies = 1;
+    sc->policies[0] = known_policies[1];
+}
+
+strata_status_t perf_scenario_named(const char *name, perf_scenario_t *sc)
+{
+    for (size_t i = 0; i < NNAMED; i++) {
+        const named_scenario_t *n = &named[i];
+        if (strcmp(name, n->name) != 0)
+            continue;
+        snprintf(sc->name, sizeof(sc->name), "%s", n->name);
+        sc->aggregators = n->aggregators;
+        sc->base_step_s = n->base_step_s;
+        sc->budget_s = n->budget_s;
+        strata_status_t st =
+            perf_speeds_parse(n->speeds, sc->speeds, &sc->workers);
+        if (st == STRATA_OK)
+            st = perf_policies_parse(n->policies, sc->policies, &sc->npolicies);
+        return st;
+    }
+    char list[256] = "";
+    for (size_t i = 0; i < NNAMED; i++)
+        snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+                 i ? ", " : "", named[i].name);
+    perf_error("unknown scenario '%s': expected one of %s", name, list);
+    return STRATA_ERR_INVALID;
+}
+
+/* One "F" or "FxN" item of a speed list. */
+static strata_status_t parse_speed_item(const char *item, double *factor_out,
+                                        long *repeat_out)
+{
+    char *end;
+    errno = 0;
+    double f = strtod(item, &end);
+    long n = 1;
+    if (end != item && *end == 'x') {
+        const char *rep = end + 1;
+        n = strtol(rep, &end, 10);
+        if (end == rep)
+            n = -1;
+    }
+    if (end == item || *end != '\0' || errno || !isfinite(f) || f < 1.0 ||
+        f > 1e6 || n < 1) {
+        perf_error("bad speed '%s': expected a slowdown factor >= 1, "
+                   "optionally repeated as FACTORxCOUNT (e.g. 2x4)",
+                   item);
+        return STRATA_ERR_INVALID;
+    }
+    *factor_out = f;
+    *repeat_out = n;
+    return STRATA_OK;
+}
+
+strata_status_t perf_speeds_parse(const char *text, double *speeds_out,
+                                  int *count_out)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf)) {
+        perf_error("speed list too long (%zu characters)", strlen(text));
+        return STRATA_ERR_INVALID;
+    }
+    int count = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
+        double f;
+        long n;
+        strata_status_t st = parse_speed_item(item, &f, &n);
+        if (st != STRATA_OK)
+            return st;
+        if (n > PERF_MAX_WORKERS - count) {
+            perf_error("speed list '%s' names more than %d workers", text,
+                       PERF_MAX_WORKERS);
+            return STRATA_ERR_INVALID;
+        }
+        for (long i = 0; i < n; i++)
+            speeds_out[count++] = f;
+    }
+    if (count == 0) {
+        perf_error("empty speed list: expected factors such as 1,1,2,2");
+        return STRATA_ERR_INVALID;
+    }
+    *count_out = count;
+    return STRATA_OK;
+}
+
+static const perf_policy_t *find_policy(const char *name)
+{
+    for (size_t i = 0; i < NKNOWN; i++)
+        if (strcmp(name, known_policies[i].name) == 0)
+            return &known_policies[i];
+    return NULL;
+}
+
+strata_status_t perf_policies_parse(const char *text, perf_policy_t *out,
+                                    int *count_out)
+{
+    char buf[512];
+    if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf)) {
+        perf_error("policy list too long (%zu characters)", strlen(text));
+        return STRATA_ERR_INVALID;
+    }
+    int count = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item;
+         item = strtok_r(NULL, ",", &save)) {
+        const perf_policy_t *p = find_policy(item);
+        if (!p) {
+            perf_error("unknown policy '%s': expected local, bsp, ssp, asp, "
+                       "gssp, gssp+gdtopk, esync or fedavg",
+                       item);
+            return STRATA_ERR_INVALID;
+        }
+        for (int i = 0; i < count; i++) {
+            if (strcmp(out[i].name, item) == 0) {
+                perf_error("policy '%s' listed twice", item);
+                return STRATA_ERR_INVALID;
+            }
+        }
+        if (count == PERF_MAX_POLICIES) {
+            perf_error("more than %d policies", PERF_MAX_POLICIES);
+            return STRATA_ERR_INVALID;
+        }
+        out[count++] = *p;
+    }
+    if (count == 0) {
+        perf_error("empty policy list: expected e.g. bsp,gssp");
+        return STRATA_ERR_INVALID;
+    }
+    *count_out = count;
+    return STRATA_OK;
+}
+
+strata_status_t perf_scenario_check(const perf_scenario_t *sc)
+{
+    if (sc->aggregators < 1 || sc->aggregators > PERF_MAX_AGGREGATORS) {
+        perf_error("%d aggregators: expected 1 to %d", sc->aggregators,
+                   PERF_MAX_AGGREGATORS);
+        return STRATA_ERR_INVALID;
+    }
+    if (sc->target_acc <= 0.0 || sc->target_acc >= 1.0) {
+        perf_error("target accuracy %g: expected a fraction in (0, 1)",
+                   sc->target_acc);
+        return STRATA_ERR_INVALID;
+    }
+    if (sc->jitter < 0.0 || sc->jitter > 0.9) {
+        perf_error("jitter %g: expected a fraction from 0 to 0.9", sc->jitter);
+        return STRATA_ERR_INVALID;
+    }
+    if (sc->eval_s > sc->budget_s) {
+        perf_error("evaluation interval %g s exceeds the budget of %g s",
+                   sc->eval_s, sc->budget_s);
+        return STRATA_ERR_INVALID;
+    }
+    return STRATA_OK;
+}
+
+int perf_scenario_reporter(const perf_scenario_t *sc)
+{
+    int best = 0;
+    for (int i = 1; i < sc->workers; i++)
+        if (sc->speeds[i] < sc->speeds[best])
+            best = i;
+    return best;
+}
+
+size_t perf_partition_bytes(size_t model_bytes, int aggregators)
+{
+    size_t parts = 2 * (size_t)aggregators;
+    size_t bytes = (model_bytes + parts - 1) / parts;
+    return (bytes + 4095) / 4096 * 4096;
+}

@@ -1,0 +1,168 @@
+/* Named scenarios, speed lists, policy lists and strata-train's options. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "perf/train/cli.h"
+#include "perf/train/scenario.h"
+
+static void speeds_parse_lists_and_repeats(void **state)
+{
+    (void)state;
+    double s[PERF_MAX_WORKERS];
+    int n;
+    assert_int_equal(perf_speeds_parse("1,1,2,2,4,4,8,8", s, &n), STRATA_OK);
+    assert_int_equal(n, 8);
+    assert_float_equal(s[7], 8.0, 0);
+    assert_int_equal(perf_speeds_parse("1x3,2.5,100x2", s, &n), STRATA_OK);
+    assert_int_equal(n, 6);
+    assert_float_equal(s[2], 1.0, 0);
+    assert_float_equal(s[3], 2.5, 0);
+    assert_float_equal(s[5], 100.0, 0);
+}
+
+static void speeds_refuse_bad_items(void **state)
+{
+    (void)state;
+    double s[PERF_MAX_WORKERS];
+    int n = -1;
+    const char *bad[] = {"",    "0.5", "1,fast", "2x0", "2x",   "x3",
+                         "1;2", "nan", "inf",    "1e9", "4x300"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(perf_speeds_parse(bad[i], s, &n), STRATA_ERR_INVALID);
+    assert_int_equal(n, -1); /* untouched on error */
+}
+
+static void policies_parse_known_names_once(void **state)
+{
+    (void)state;
+    perf_policy_t p[PERF_MAX_POLICIES];
+    int n;
+    assert_int_equal(perf_policies_parse("bsp,gssp+gdtopk,esync", p, &n),
+                     STRATA_OK);
+    assert_int_equal(n, 3);
+    assert_string_equal(p[1].engine, "gssp");
+    assert_true(p[1].gdtopk);
+    assert_false(p[0].gdtopk);
+    assert_int_equal(p[0].drive, PERF_DRIVE_GRADIENT);
+    assert_int_equal(p[2].drive, PERF_DRIVE_ROUNDS);
+    assert_int_equal(perf_policies_parse("local", p, &n), STRATA_OK);
+    assert_null(p[0].engine);
+    assert_int_equal(perf_policies_parse("bsp,dsgd", p, &n),
+                     STRATA_ERR_INVALID);
+    assert_int_equal(perf_policies_parse("bsp,bsp", p, &n), STRATA_ERR_INVALID);
+    assert_int_equal(perf_policies_parse("", p, &n), STRATA_ERR_INVALID);
+}
+
+static void named_scenarios_match_the_papers(void **state)
+{
+    (void)state;
+    perf_scenario_t sc;
+    perf_scenario_defaults(&sc);
+    assert_int_equal(perf_scenario_named("gssp16", &sc), STRATA_OK);
+    assert_int_equal(sc.workers, 16);
+    assert_int_equal(sc.aggregators, 4);
+    double tiers[4] = {1, 2, 4, 8};
+    for (int i = 0; i < 16; i++)
+        assert_float_equal(sc.speeds[i], tiers[i / 4], 0);
+    assert_int_equal(perf_scenario_named("esync6", &sc), STRATA_OK);
+    assert_int_equal(sc.workers, 6);
+    double lo = sc.speeds[0], hi = sc.speeds[0];
+    for (int i = 1; i < 6; i++) {
+        lo = sc.speeds[i] < lo ? sc.speeds[i] : lo;
+        hi = sc.speeds[i] > hi ? sc.speeds[i] : hi;
+    }
+    assert_float_equal(hi / lo, 100.0, 1e-9);
+    assert_int_equal(perf_scenario_named("gssp17", &sc), STRATA_ERR_INVALID);
+}
+
+static strata_status_t parse(perf_cli_t *cli, int argc, const char **argv)
+{
+    return perf_cli_parse(argc, (char **)argv, cli);
+}
+
+static void options_override_the_scenario_in_any_order(void **state)
+{
+    (void)state;
+    perf_cli_t cli;
+    const char *a[] = {"strata-train", "--aggregators", "2", "--scenario",
+                       "gssp16",       "--base-ms",     "4", "--noniid"};
+    assert_int_equal(parse(&cli, 8, a), STRATA_OK);
+    assert_string_equal(cli.sc.name, "gssp16");
+    assert_int_equal(cli.sc.workers, 16);
+    assert_int_equal(cli.sc.aggregators, 2);
+    assert_float_equal(cli.sc.base_step_s, 0.004, 1e-12);
+    assert_true(cli.sc.noniid);
+    assert_int_equal(cli.sc.npolicies, 2); /* the scenario's bsp,gssp */
+
+    const char *b[] = {"strata-train", "--speeds", "1,4",     "--compare",
+                       "bsp,asp",      "--json",   "out.json"};
+    assert_int_equal(parse(&cli, 7, b), STRATA_OK);
+    assert_string_equal(cli.sc.name, "custom");
+    assert_int_equal(cli.sc.workers, 2);
+    assert_int_equal(cli.sc.npolicies, 2);
+    assert_string_equal(cli.sc.policies[1].name, "asp");
+    assert_string_equal(cli.json, "out.json");
+}
+
+static void bad_options_are_refused(void **state)
+{
+    (void)state;
+    perf_cli_t cli;
+    const char *bad[][3] = {
+        {"strata-train", "--budget", "-1"},
+        {"strata-train", "--target-acc", "1.5"},
+        {"strata-train", "--batch", "12x"},
+        {"strata-train", "--scenario", "nope"},
+        {"strata-train", "--aggregators", "0"},
+        {"strata-train", "--jitter", "2"},
+        {"strata-train", "--frobnicate", "1"},
+        {"strata-train", "--policy", "bsp"}, /* then a stray argument */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *argv[4] = {bad[i][0], bad[i][1], bad[i][2], "stray"};
+        int argc = i == sizeof(bad) / sizeof(bad[0]) - 1 ? 4 : 3;
+        assert_int_not_equal(parse(&cli, argc, argv), STRATA_OK);
+    }
+}
+
+static void partitions_give_every_aggregator_work(void **state)
+{
+    (void)state;
+    size_t model = 203530 * 4;
+    for (int s = 1; s <= 8; s++) {
+        size_t part = perf_partition_bytes(model, s);
+        assert_int_equal(part % 4096, 0);
+        size_t parts = (model + part - 1) / part;
+        assert_true(parts >= (size_t)s);
+    }
+    assert_int_equal(perf_partition_bytes(model, 4), 102400);
+}
+
+static void reporter_is_the_first_fastest(void **state)
+{
+    (void)state;
+    perf_scenario_t sc;
+    perf_scenario_defaults(&sc);
+    assert_int_equal(perf_speeds_parse("4,2,1,1,8", sc.speeds, &sc.workers),
+                     STRATA_OK);
+    assert_int_equal(perf_scenario_reporter(&sc), 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(speeds_parse_lists_and_repeats),
+        cmocka_unit_test(speeds_refuse_bad_items),
+        cmocka_unit_test(policies_parse_known_names_once),
+        cmocka_unit_test(named_scenarios_match_the_papers),
+        cmocka_unit_test(options_override_the_scenario_in_any_order),
+        cmocka_unit_test(bad_options_are_refused),
+        cmocka_unit_test(partitions_give_every_aggregator_work),
+        cmocka_unit_test(reporter_is_the_first_fastest),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
