@@ -72,7 +72,8 @@ static size_t idx_bytes(uint8_t *out, unsigned ndims, const uint32_t *dims,
         *p++ = (uint8_t)(dims[i] >> 8);
         *p++ = (uint8_t)dims[i];
     }
-    memcpy(p, body, body_len);
+    if (body_len)
+        memcpy(p, body, body_len);
     return (size_t)(p - out) + body_len;
 }
 
