@@ -113,35 +113,59 @@ static strata_status_t parse_speed_item(const char *item, double *factor_out,
     return STRATA_OK;
 }
 
+#define MAX_ITEMS 256
+
+/* Cut a comma-separated list (copied into buf) into its items; an empty
+ * list or item is an error naming `what`. */
+static strata_status_t split_list(const char *what, const char *text, char *buf,
+                                  size_t size, char **items, int *count_out)
+{
+    if (snprintf(buf, size, "%s", text) >= (int)size) {
+        perf_error("%s list too long (%zu characters)", what, strlen(text));
+        return STRATA_ERR_INVALID;
+    }
+    int n = 0;
+    for (char *at = buf;; at++) {
+        char *comma = strchr(at, ',');
+        if (comma)
+            *comma = '\0';
+        if (*at == '\0' || n == MAX_ITEMS) {
+            perf_error("%s list '%s': %s", what, text,
+                       n == MAX_ITEMS ? "too many items" : "empty item");
+            return STRATA_ERR_INVALID;
+        }
+        items[n++] = at;
+        if (!comma)
+            break;
+        at = comma;
+    }
+    *count_out = n;
+    return STRATA_OK;
+}
+
 strata_status_t perf_speeds_parse(const char *text, double *speeds_out,
                                   int *count_out)
 {
-    char buf[4096];
-    if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf)) {
-        perf_error("speed list too long (%zu characters)", strlen(text));
-        return STRATA_ERR_INVALID;
-    }
-    int count = 0;
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item;
-         item = strtok_r(NULL, ",", &save)) {
+    char buf[4096], *items[MAX_ITEMS];
+    double speeds[PERF_MAX_WORKERS];
+    int nitems, count = 0;
+    strata_status_t st =
+        split_list("speed", text, buf, sizeof(buf), items, &nitems);
+    for (int k = 0; st == STRATA_OK && k < nitems; k++) {
         double f;
         long n;
-        strata_status_t st = parse_speed_item(item, &f, &n);
-        if (st != STRATA_OK)
-            return st;
-        if (n > PERF_MAX_WORKERS - count) {
+        st = parse_speed_item(items[k], &f, &n);
+        if (st == STRATA_OK && n > PERF_MAX_WORKERS - count) {
             perf_error("speed list '%s' names more than %d workers", text,
                        PERF_MAX_WORKERS);
-            return STRATA_ERR_INVALID;
+            st = STRATA_ERR_INVALID;
         }
-        for (long i = 0; i < n; i++)
-            speeds_out[count++] = f;
+        for (long i = 0; st == STRATA_OK && i < n; i++)
+            speeds[count++] = f;
     }
-    if (count == 0) {
-        perf_error("empty speed list: expected factors such as 1,1,2,2");
-        return STRATA_ERR_INVALID;
-    }
+    if (st != STRATA_OK)
+        return st;
+    memcpy(speeds_out, speeds, (size_t)count * sizeof(double));
     *count_out = count;
     return STRATA_OK;
 }
@@ -157,39 +181,36 @@ static const perf_policy_t *find_policy(const char *name)
 strata_status_t perf_policies_parse(const char *text, perf_policy_t *out,
                                     int *count_out)
 {
-    char buf[512];
-    if (snprintf(buf, sizeof(buf), "%s", text) >= (int)sizeof(buf)) {
-        perf_error("policy list too long (%zu characters)", strlen(text));
-        return STRATA_ERR_INVALID;
+    char buf[512], *items[MAX_ITEMS];
+    perf_policy_t policies[PERF_MAX_POLICIES];
+    int n;
+    strata_status_t st =
+        split_list("policy", text, buf, sizeof(buf), items, &n);
+    if (st == STRATA_OK && n > PERF_MAX_POLICIES) {
+        perf_error("policy list '%s': more than %d policies", text,
+                   PERF_MAX_POLICIES);
+        st = STRATA_ERR_INVALID;
     }
-    int count = 0;
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item;
-         item = strtok_r(NULL, ",", &save)) {
-        const perf_policy_t *p = find_policy(item);
+    for (int k = 0; st == STRATA_OK && k < n; k++) {
+        const perf_policy_t *p = find_policy(items[k]);
         if (!p) {
             perf_error("unknown policy '%s': expected local, bsp, ssp, asp, "
                        "gssp, gssp+gdtopk, esync or fedavg",
-                       item);
+                       items[k]);
             return STRATA_ERR_INVALID;
         }
-        for (int i = 0; i < count; i++) {
-            if (strcmp(out[i].name, item) == 0) {
-                perf_error("policy '%s' listed twice", item);
+        for (int i = 0; i < k; i++) {
+            if (strcmp(policies[i].name, items[k]) == 0) {
+                perf_error("policy '%s' listed twice", items[k]);
                 return STRATA_ERR_INVALID;
             }
         }
-        if (count == PERF_MAX_POLICIES) {
-            perf_error("more than %d policies", PERF_MAX_POLICIES);
-            return STRATA_ERR_INVALID;
-        }
-        out[count++] = *p;
+        policies[k] = *p;
     }
-    if (count == 0) {
-        perf_error("empty policy list: expected e.g. bsp,gssp");
-        return STRATA_ERR_INVALID;
-    }
-    *count_out = count;
+    if (st != STRATA_OK)
+        return st;
+    memcpy(out, policies, (size_t)n * sizeof(*out));
+    *count_out = n;
     return STRATA_OK;
 }
 
