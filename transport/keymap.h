@@ -1,0 +1,34 @@
+/*
+ * A map from non-zero 64-bit keys to pointers (open addressing, linear
+ * probing, backward-shift deletion). Providers keep per endpoint the regions
+ * exported to it, so that checking an incoming write is one lookup.
+ */
+#ifndef STRATA_TRANSPORT_KEYMAP_H
+#define STRATA_TRANSPORT_KEYMAP_H
+
+#include <stdint.h>
+
+#include <strata/strata.h>
+
+typedef struct tp_keymap {
+    uint64_t *keys; /* 0: empty */
+    void **vals;
+    uint32_t cap; /* a power of two, or 0 before the first put */
+    uint32_t n;
+} tp_keymap_t;
+
+void tp_keymap_init(tp_keymap_t *m);
+void tp_keymap_fini(tp_keymap_t *m);
+
+/* Inserts or replaces; grows as needed. key must not be 0. */
+strata_status_t tp_keymap_put(tp_keymap_t *m, uint64_t key, void *val);
+/* The value, or NULL. */
+void *tp_keymap_get(const tp_keymap_t *m, uint64_t key);
+/* Removes key; returns its value, or NULL if it was absent. */
+void *tp_keymap_del(tp_keymap_t *m, uint64_t key);
+
+/* Iteration: for (uint32_t i = 0; tp_keymap_next(m, &i, &k, &v);) */
+int tp_keymap_next(const tp_keymap_t *m, uint32_t *iter, uint64_t *key_out,
+                   void **val_out);
+
+#endif /* STRATA_TRANSPORT_KEYMAP_H */
