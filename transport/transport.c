@@ -11,6 +11,7 @@
 
 static const tp_ops_t *const tp_providers[] = {
     &tp_verbs_ops,
+    &tp_tcp_ops,
 };
 
 #define TP_NPROVIDERS (sizeof(tp_providers) / sizeof(tp_providers[0]))

@@ -1,0 +1,193 @@
+/*
+ * The tcp provider's private structures, shared by its files:
+ *   tcp.c   context, regions, progress loop
+ *   conn.c  listen, accept, connect, authentication, endpoint lifecycle
+ *   addr.c  "host:port" parsing and socket options
+ *   tx.c    the send queue: posting and flushing with sendmsg
+ *   rx.c    the receive state machine: payloads land straight in regions
+ *
+ * One epoll set (edge-triggered for endpoints) drives everything; readiness
+ * is remembered on the endpoint and work is kept on lists, so a progress
+ * call touches only endpoints that have something to do.
+ */
+#ifndef STRATA_TRANSPORT_TCP_TCP_H
+#define STRATA_TRANSPORT_TCP_TCP_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "transport/auth.h"
+#include "transport/evq.h"
+#include "transport/keymap.h"
+#include "transport/list.h"
+#include "transport/provider.h"
+#include "transport/tcp/wire.h"
+
+#define TP_TCP_SQ_DEPTH 256         /* posts in flight per endpoint */
+#define TP_TCP_MSG_FIFO (64 * 1024) /* queued tp_send() payloads */
+#define TP_TCP_RX_STAGE (32 * 1024) /* header staging per endpoint */
+#define TP_TCP_IOV_MAX 64           /* iovecs per sendmsg */
+#define TP_TCP_ARRIVALS 4096        /* arrival events queued at most */
+#define TP_TCP_RX_BUDGET (4u << 20) /* bytes read per endpoint per call */
+
+_Static_assert(TP_TCP_RX_STAGE >= TP_TCP_HDR_LEN + TP_MSG_MAX,
+               "a control message must fit the staging buffer");
+
+/* What an epoll event points to. */
+typedef enum tp_tcp_kind {
+    TP_TCP_K_LISTENER,
+    TP_TCP_K_EP,
+    TP_TCP_K_TIMER,
+} tp_tcp_kind_t;
+
+typedef enum tp_tcp_state {
+    TP_TCP_CONNECTING, /* client: nonblocking connect() under way */
+    TP_TCP_AUTH_WAIT,  /* auth.h exchange under way */
+    TP_TCP_UP,         /* authenticated: writes and messages flow */
+    TP_TCP_DOWN,       /* failed or closed by the peer; socket closed */
+} tp_tcp_state_t;
+
+typedef struct tp_tcp_ctx tp_tcp_ctx_t;
+typedef struct tp_tcp_listener tp_tcp_listener_t;
+
+typedef struct tp_tcp_mr {
+    tp_mr_t base;
+    uint64_t key;
+    bool owned; /* from tp_mem_alloc(): freed at dereg */
+    tp_list_t link;
+} tp_tcp_mr_t;
+
+/* One queued frame: the encoded header and where its payload is. */
+typedef struct tp_tcp_op {
+    uint8_t hdr[TP_TCP_HDR_LEN];
+    const uint8_t *payload;
+    uint32_t len;
+    bool user;        /* a tp_write/tp_send: completes with an event */
+    bool released;    /* its event was reported (or it had none) */
+    uint64_t msg_end; /* message FIFO position to release with it, or 0 */
+    void *op_ctx;
+} tp_tcp_op_t;
+
+typedef struct tp_tcp_rx {
+    uint8_t *stage; /* TP_TCP_RX_STAGE bytes; [beg, end) not parsed yet */
+    uint32_t beg, end;
+    bool ready;      /* the socket may have bytes (edge seen, not drained) */
+    bool in_payload; /* hdr is a WRITE whose payload is landing */
+    bool imm_taken;  /* an arrival event is reserved for hdr */
+    tp_tcp_hdr_t hdr;
+    uint8_t *dst; /* where the next payload byte lands */
+    uint64_t left;
+    uint32_t crc;
+    uint64_t budget; /* bytes this progress call may still read */
+} tp_tcp_rx_t;
+
+typedef struct tp_tcp_ep {
+    tp_ep_t base;
+    tp_tcp_kind_t kind; /* TP_TCP_K_EP: epoll data points here */
+    tp_tcp_ctx_t *ctx;
+    int fd;
+    tp_tcp_state_t state;
+    bool server;     /* accepted, not connected */
+    bool closed;     /* tp_ep_close() was called; freed when events == 0 */
+    uint32_t events; /* queued events naming this endpoint */
+    tp_tcp_listener_t *listener;
+    uint64_t deadline_ns; /* of the handshake */
+    tp_auth_t auth;
+    int auth_received;  /* auth messages received */
+    tp_keymap_t grants; /* region key -> tp_tcp_mr_t exported to the peer */
+
+    tp_tcp_op_t *sq;
+    uint32_t sq_head; /* next op to post */
+    uint32_t sq_send; /* next op to (finish to) send */
+    uint32_t sq_tail; /* oldest op not released */
+    uint64_t sq_off;  /* bytes of op sq_send already sent */
+    bool tx_blocked;  /* the socket buffer is full: wait for EPOLLOUT */
+    tp_bfifo_t msgs;
+
+    tp_tcp_rx_t rx;
+
+    tp_list_t link;    /* ctx->eps, or ctx->graveyard once closed */
+    tp_list_t hs_link; /* ctx->handshakes */
+    tp_list_t tx_link; /* ctx->tx_ready */
+    tp_list_t rx_link; /* ctx->rx_ready */
+} tp_tcp_ep_t;
+
+struct tp_tcp_listener {
+    tp_listener_t base;
+    tp_tcp_kind_t kind;
+    int fd;
+    tp_list_t link;
+};
+
+struct tp_tcp_ctx {
+    tp_ctx_t base;
+    int epfd;
+    int tfd; /* handshake deadlines */
+    tp_tcp_kind_t timer_kind;
+    bool crc;
+    tp_auth_secret_t secret;
+    tp_evq_t evq;
+    uint64_t next_key;
+    tp_list_t mrs, listeners;
+    tp_list_t eps;        /* open endpoints */
+    tp_list_t graveyard;  /* closed, waiting for their events to be reported */
+    tp_list_t handshakes; /* connecting or authenticating */
+    tp_list_t tx_ready;   /* queued frames and a socket that takes them */
+    tp_list_t rx_ready;   /* bytes in the socket or the staging buffer */
+};
+
+static inline tp_tcp_ctx_t *tp_tcp_ctx(tp_ctx_t *ctx)
+{
+    return tp_container_of(ctx, tp_tcp_ctx_t, base);
+}
+
+static inline tp_tcp_ep_t *tp_tcp_ep(tp_ep_t *ep)
+{
+    return tp_container_of(ep, tp_tcp_ep_t, base);
+}
+
+/* conn.c */
+strata_status_t tp_tcp_listen(tp_ctx_t *ctx, const char *bind,
+                              tp_listener_t **listener_out);
+void tp_tcp_listener_close(tp_listener_t *listener);
+void tp_tcp_accept(tp_tcp_listener_t *l);
+strata_status_t tp_tcp_connect(tp_ctx_t *ctx, const char *addr,
+                               tp_ep_t **ep_out);
+void tp_tcp_connected(tp_tcp_ep_t *ep);
+void tp_tcp_auth_recv(tp_tcp_ep_t *ep, const uint8_t *msg, uint32_t len);
+void tp_tcp_expire(tp_tcp_ctx_t *ctx);
+void tp_tcp_ep_fail(tp_tcp_ep_t *ep, strata_status_t status, const char *fmt,
+                    ...) __attribute__((format(printf, 3, 4)));
+void tp_tcp_peer_closed(tp_tcp_ep_t *ep);
+void tp_tcp_ep_close(tp_ep_t *ep);
+void tp_tcp_ep_free(tp_tcp_ep_t *ep);
+tp_evq_item_t *tp_tcp_ep_event(tp_tcp_ep_t *ep, tp_event_type_t type,
+                               strata_status_t status);
+
+/* addr.c */
+strata_status_t tp_tcp_resolve(const char *addr, bool passive,
+                               struct sockaddr_storage *ss_out,
+                               socklen_t *len_out);
+void tp_tcp_format(const struct sockaddr *sa, char *buf, size_t len);
+strata_status_t tp_tcp_listen_addr(int fd, char *buf, size_t len);
+void tp_tcp_sockopts(int fd, int timeout_ms, const char *peer);
+
+/* tx.c */
+strata_status_t tp_tcp_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
+                             const tp_rdesc_t *dst, uint64_t dst_off,
+                             size_t len, uint32_t imm, unsigned flags,
+                             void *op_ctx);
+strata_status_t tp_tcp_send(tp_ep_t *ep, const void *buf, size_t len,
+                            void *op_ctx);
+strata_status_t tp_tcp_queue_frame(tp_tcp_ep_t *ep, uint8_t type, uint64_t key,
+                                   const void *payload, uint32_t len);
+void tp_tcp_flush(tp_tcp_ep_t *ep);
+void tp_tcp_cancel_ops(tp_tcp_ep_t *ep, strata_status_t status);
+void tp_tcp_op_reported(tp_tcp_ep_t *ep, uint32_t slot);
+
+/* rx.c */
+void tp_tcp_rx(tp_tcp_ep_t *ep);
+
+#endif /* STRATA_TRANSPORT_TCP_TCP_H */
