@@ -104,5 +104,8 @@ int agg_isa_parse(const char *name);
 
 /* The tables, defined by the kernel files. */
 extern const agg_ops_t agg_ops_scalar;
+extern const agg_ops_t agg_ops_avx2;
+extern const agg_ops_t agg_ops_avx512;
+extern const agg_ops_t agg_ops_avx512_bf16;
 
 #endif /* STRATA_AGG_AGG_H */

@@ -14,6 +14,9 @@
 
 static const agg_ops_t *const agg_impls[] = {
     &agg_ops_scalar,
+    &agg_ops_avx2,
+    &agg_ops_avx512,
+    &agg_ops_avx512_bf16,
 };
 
 static const char *const agg_isa_names[AGG_ISA__COUNT] = {

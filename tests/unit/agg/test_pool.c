@@ -13,7 +13,7 @@
 #include "agg_test.h"
 
 #define NSRC 4
-#define BIG ((size_t)1 << 20) /* fp32 elements: 20 MiB moved, many chunks */
+#define BIG ((size_t)1 << 19) /* fp32 elements: 10 MiB moved, many chunks */
 
 typedef struct data {
     float *src[NSRC], *ref, *out;

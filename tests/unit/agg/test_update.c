@@ -94,17 +94,17 @@ static void every_path_matches_scalar(void **state)
                 continue;
             for (size_t n = 0; n < N; n += n < 70 ? 1 : 97) {
                 size_t sh = n % 5; /* misaligned, differently per buffer */
-                test_fill(dt, (char *)g + sh * 2, n, n);
+                char *gs = (char *)g + sh * strata_dtype_size(dt);
+                test_fill(dt, gs, n, n);
                 for (int k = 0; k < 2; k++) {
                     fill_f32(w[k] + sh, n, n + 1);
                     fill_f32(v[k] + (n % 3), n, n + 2);
                 }
                 const strata_sgd_t *p = &params[n % 3];
-                agg_ops_scalar.sgd[dt](p, w[0] + sh, v[0] + n % 3,
-                                       (char *)g + sh * 2, n);
-                ops->sgd[dt](p, w[1] + sh, v[1] + n % 3, (char *)g + sh * 2, n);
-                agg_ops_scalar.axpy[dt](v[0], (char *)g + sh * 2, n, -0.3f);
-                ops->axpy[dt](v[1], (char *)g + sh * 2, n, -0.3f);
+                agg_ops_scalar.sgd[dt](p, w[0] + sh, v[0] + n % 3, gs, n);
+                ops->sgd[dt](p, w[1] + sh, v[1] + n % 3, gs, n);
+                agg_ops_scalar.axpy[dt](v[0], gs, n, -0.3f);
+                ops->axpy[dt](v[1], gs, n, -0.3f);
                 size_t i =
                     test_first_diff(STRATA_FP32, w[0] + sh, w[1] + sh, n);
                 size_t j = test_first_diff(STRATA_FP32, v[0], v[1], n + 3);
