@@ -31,6 +31,14 @@ strata_status_t agg_init(const eng_config_t *cfg);
  * cores available to the process); at least 1. */
 unsigned agg_reduce_threads(void);
 
+/* Runs fn(arg, c) for every chunk c in [0, nchunks) on the pool's threads
+ * and the caller (all on the caller when pool is NULL), returning when all
+ * are done. For element-wise work the engine or the benchmarks split
+ * themselves; the pool's rules of strata_reduce_mt apply. */
+typedef void (*agg_task_fn)(void *arg, size_t chunk);
+strata_status_t agg_pool_for(strata_reduce_pool_t *pool, size_t nchunks,
+                             agg_task_fn fn, void *arg);
+
 /* Instruction-set families, in the order of preference. */
 typedef enum agg_isa {
     AGG_ISA_SCALAR,
@@ -47,6 +55,10 @@ enum {
     AGG_REDUCE_ACC = 1u << 0,    /* dst += ... instead of dst = ... */
     AGG_REDUCE_STREAM = 1u << 1, /* dst will not be read soon: bypass cache */
 };
+
+/* The flags the public functions pass for a reduction of this size
+ * (streaming stores once the buffers outgrow the caches). */
+unsigned agg_reduce_flags(size_t nsrc, size_t count, size_t esize, bool acc);
 
 /* Elements [offset, offset + count) of dst and of srcs[0..nsrc-1], with
  * 1 <= nsrc <= STRATA_REDUCE_MAX_SOURCES. */

@@ -25,8 +25,6 @@
 #define AGG_POOL_CHUNK_BYTES (512u << 10)
 #define AGG_POOL_SPINS 4096
 
-typedef void (*agg_task_fn)(void *arg, size_t chunk);
-
 struct strata_reduce_pool {
     unsigned nthreads; /* including the caller */
     pthread_t *workers;
@@ -226,6 +224,39 @@ static size_t agg_chunk_elems(size_t nsrc, size_t esize)
     size_t bytes = AGG_POOL_CHUNK_BYTES / (nsrc + 1);
     bytes = bytes < 4096 ? 4096 : bytes & ~(size_t)4095;
     return bytes / esize;
+}
+
+/* Claims the pool for the calling thread. */
+static strata_status_t agg_pool_enter(strata_reduce_pool_t *pool,
+                                      const char *fn)
+{
+    if (atomic_exchange(&pool->busy, true)) {
+        eng_error("agg: %s: the reduce pool is in use by another thread; "
+                  "a pool serves one caller at a time",
+                  fn);
+        return STRATA_ERR_STATE;
+    }
+    return STRATA_OK;
+}
+
+strata_status_t agg_pool_for(strata_reduce_pool_t *pool, size_t nchunks,
+                             agg_task_fn fn, void *arg)
+{
+    if (!pool || pool->nthreads < 2 || nchunks < 2) {
+        for (size_t c = 0; c < nchunks; c++)
+            fn(arg, c);
+        return STRATA_OK;
+    }
+    if (nchunks > UINT32_MAX) {
+        eng_error("agg: agg_pool_for: %zu chunks; at most 2^32-1", nchunks);
+        return STRATA_ERR_INVALID;
+    }
+    strata_status_t st = agg_pool_enter(pool, "agg_pool_for");
+    if (st)
+        return st;
+    agg_pool_run(pool, nchunks, fn, arg);
+    atomic_store(&pool->busy, false);
+    return STRATA_OK;
 }
 
 static strata_status_t agg_reduce_mt(const char *fn, bool acc,

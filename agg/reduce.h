@@ -16,7 +16,4 @@ strata_status_t agg_reduce_check(const char *fn, strata_dtype_t dtype,
                                  const void *dst, const void *const *srcs,
                                  size_t nsrc, size_t count);
 
-/* agg_reduce_fn flags for a reduction of this size. */
-unsigned agg_reduce_flags(size_t nsrc, size_t count, size_t esize, bool acc);
-
 #endif /* STRATA_AGG_REDUCE_H */
