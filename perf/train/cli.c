@@ -31,6 +31,7 @@ enum {
     OPT_SEED,
     OPT_JSON,
     OPT_PLOT,
+    OPT_NO_PLOT,
     OPT_DATA,
     OPT_LAUNCHER,
     OPT_WORKER,
@@ -58,6 +59,7 @@ static const struct option options[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"json", required_argument, NULL, OPT_JSON},
     {"plot", required_argument, NULL, OPT_PLOT},
+    {"no-plot", no_argument, NULL, OPT_NO_PLOT},
     {"data", required_argument, NULL, OPT_DATA},
     {"launcher", required_argument, NULL, OPT_LAUNCHER},
     {"worker", required_argument, NULL, OPT_WORKER},
@@ -98,7 +100,9 @@ void perf_cli_usage(FILE *out)
         "  --eval-every S      seconds between test evaluations (0.25)\n"
         "  --seed N            initial model and data order (1)\n"
         "  --json FILE         write the results as JSON\n"
-        "  --plot FILE.png     draw accuracy against time (gnuplot)\n"
+        "  --plot FILE.png     draw accuracy against time with gnuplot\n"
+        "                      (default strata-train-SCENARIO.png)\n"
+        "  --no-plot           draw nothing\n"
         "  --data DIR          IDX files (" PERF_DATA_DIR ")\n"
         "  --launcher PATH     strata-run to use (next to this program)\n"
         "Engine settings not chosen here pass through as STRATA_* variables\n"
@@ -205,6 +209,11 @@ static strata_status_t apply_option(int id, const char *name, const char *arg,
         return STRATA_OK;
     case OPT_PLOT:
         cli->plot = arg;
+        cli->no_plot = false;
+        return STRATA_OK;
+    case OPT_NO_PLOT:
+        cli->plot = NULL;
+        cli->no_plot = true;
         return STRATA_OK;
     case OPT_DATA:
         cli->data_dir = arg;

@@ -12,7 +12,8 @@
 typedef struct perf_cli {
     perf_scenario_t sc;
     const char *json;     /* --json FILE */
-    const char *plot;     /* --plot FILE.png */
+    const char *plot;     /* --plot FILE.png (NULL: the default name) */
+    bool no_plot;         /* --no-plot */
     const char *data_dir; /* --data DIR */
     const char *launcher; /* --launcher PATH */
     const char *worker;   /* --worker BOARD: run as a worker of a job */

@@ -30,6 +30,27 @@ static void catch_signals(void)
     sigaction(SIGTERM, &sa, NULL);
 }
 
+/* The figure a run draws unless told not to; the default one is skipped,
+ * with a warning, where there is no gnuplot. */
+static strata_status_t plot(const perf_cli_t *cli, const perf_result_t *r,
+                            int n)
+{
+    char name[64];
+    const char *path = cli->plot;
+    if (!path) {
+        if (!perf_report_have_gnuplot()) {
+            perf_warn("no plot: gnuplot is not installed (gnuplot-nox)");
+            return STRATA_OK;
+        }
+        snprintf(name, sizeof(name), "strata-train-%s.png", cli->sc.name);
+        path = name;
+    }
+    strata_status_t st = perf_report_plot(path, &cli->sc, r, n);
+    if (st == STRATA_OK)
+        printf("plot: %s\n", path);
+    return st;
+}
+
 /* Run every policy; 0 when each job completed. */
 static int compare(const perf_cli_t *cli)
 {
@@ -58,8 +79,8 @@ static int compare(const perf_cli_t *cli)
     perf_report_table(stdout, sc, results, ran);
     if (cli->json && perf_report_json(cli->json, sc, results, ran))
         failed++;
-    if (cli->plot && perf_report_plot(cli->plot, sc, results, ran))
-        failed++;
+    if (!cli->no_plot)
+        failed += plot(cli, results, ran) != STRATA_OK;
     for (int p = 0; p < ran; p++)
         perf_result_free(&results[p]);
     perf_driver_cleanup(&d);

@@ -1,7 +1,9 @@
 /* The comparison table, its JSON, and the gnuplot figure. */
 #include <errno.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include "perf/train/log.h"
@@ -140,6 +142,22 @@ static void plot_script(FILE *g, const char *path, const perf_scenario_t *sc,
         if (r[i].npoints)
             fprintf(g, ", $p%d with lines lw 2 title '%s'", i, r[i].policy);
     fprintf(g, "\n");
+}
+
+bool perf_report_have_gnuplot(void)
+{
+    const char *path = getenv("PATH");
+    char buf[4096];
+    snprintf(buf, sizeof(buf), "%s", path ? path : "/usr/bin:/bin");
+    char *save = NULL;
+    for (char *dir = strtok_r(buf, ":", &save); dir;
+         dir = strtok_r(NULL, ":", &save)) {
+        char exe[4200];
+        snprintf(exe, sizeof(exe), "%s/gnuplot", dir);
+        if (access(exe, X_OK) == 0)
+            return true;
+    }
+    return false;
 }
 
 strata_status_t perf_report_plot(const char *path, const perf_scenario_t *sc,

@@ -2,6 +2,7 @@
 #ifndef STRATA_PERF_TRAIN_REPORT_H
 #define STRATA_PERF_TRAIN_REPORT_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include <strata/strata.h>
@@ -23,6 +24,9 @@ void perf_report_table(FILE *out, const perf_scenario_t *sc,
  * "bytes_pulled", "steps", "ok"}]} */
 strata_status_t perf_report_json(const char *path, const perf_scenario_t *sc,
                                  const perf_result_t *r, int n);
+
+/* Whether gnuplot is on the PATH. */
+bool perf_report_have_gnuplot(void);
 
 /* Accuracy against wall time, one curve per policy, through gnuplot. */
 strata_status_t perf_report_plot(const char *path, const perf_scenario_t *sc,

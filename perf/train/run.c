@@ -431,6 +431,19 @@ static void collect(job_t *j)
         evaluate(j, perf_board_final(j->b), j->b->final_ns);
 }
 
+/* Steps whose compute alone outlasted their padding were paced by the CPU,
+ * not by their speed factor: worth saying, as it skews the comparison. */
+static void warn_overruns(const job_t *j)
+{
+    const perf_result_t *r = j->r;
+    if (r->steps == 0 || r->overruns * 20 <= r->steps)
+        return;
+    perf_warn("%s: %.0f%% of the steps computed for longer than their "
+              "padded time: the CPU, not the speeds, set the pace (raise "
+              "--base-ms, or load the machine less)",
+              j->p->name, 100.0 * (double)r->overruns / (double)r->steps);
+}
+
 static strata_status_t check_exit(const job_t *j, int status)
 {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -477,6 +490,7 @@ strata_status_t perf_driver_run(perf_driver_t *d, int p, perf_result_t *out)
             st = check_exit(&j, status);
         out->job_s = (double)(perf_now_ns() - j.launched_ns) * 1e-9;
         collect(&j);
+        warn_overruns(&j);
     }
     out->ok = st == STRATA_OK;
     perf_board_close(j.b);
