@@ -32,11 +32,13 @@ void perf_pace_end(perf_pace_t *p)
     p->compute_s += (double)(now - p->begin_ns) * 1e-9;
     if (now >= deadline) {
         p->overruns++;
-        return;
+    } else {
+        /* An absolute deadline: a signal that interrupts the sleep does
+         * not stretch the step. */
+        struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+               EINTR)
+            ;
     }
-    /* An absolute deadline: a signal that interrupts the sleep does not
-     * stretch the step. */
-    struct timespec ts = {deadline / 1000000000, deadline % 1000000000};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
+    p->last_s = (double)(perf_now_ns() - p->begin_ns) * 1e-9;
 }
