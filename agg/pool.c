@@ -286,7 +286,7 @@ static strata_status_t agg_reduce_mt(const char *fn, bool acc,
         nchunks = (count + job.chunk_elems - 1) / job.chunk_elems;
     }
     if (!pool || pool->nthreads < 2 || nchunks < 2 ||
-        (nsrc + 1) * count * esize < AGG_POOL_MIN_BYTES) {
+        count * esize < AGG_POOL_MIN_BYTES / (nsrc + 1)) {
         job.fn(dst, srcs, nsrc, 0, count, scale, job.flags);
         return STRATA_OK;
     }

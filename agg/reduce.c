@@ -84,7 +84,7 @@ strata_status_t agg_reduce_check(const char *fn, strata_dtype_t dtype,
 unsigned agg_reduce_flags(size_t nsrc, size_t count, size_t esize, bool acc)
 {
     unsigned flags = acc ? AGG_REDUCE_ACC : 0;
-    if ((nsrc + 1) * count * esize >= AGG_STREAM_BYTES)
+    if (count * esize >= AGG_STREAM_BYTES / (nsrc + 1))
         flags |= AGG_REDUCE_STREAM;
     return flags;
 }

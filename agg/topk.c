@@ -90,10 +90,10 @@ static size_t agg_count_at_least(const float *x, size_t n, uint32_t thr)
 }
 
 /* Writes the k elements of largest magnitude, ties to the lower index, in
- * index order; kth is the k-th largest magnitude. Zeroes them in x when
- * zero is set. */
-static size_t agg_emit_exact(float *x, size_t n, size_t k, uint32_t kth,
-                             bool zero, strata_sparse_t *out)
+ * index order; kth is the k-th largest magnitude. Zeroes them in residual
+ * (x itself, or NULL). */
+static size_t agg_emit_exact(const float *x, float *residual, size_t n,
+                             size_t k, uint32_t kth, strata_sparse_t *out)
 {
     size_t above = 0;
     for (size_t i = 0; i < n; i++)
@@ -103,8 +103,8 @@ static size_t agg_emit_exact(float *x, size_t n, size_t k, uint32_t kth,
         uint32_t mag = agg_mag(x[i]);
         if (mag > kth || (mag == kth && ties && ties--)) {
             out[m++] = (strata_sparse_t){(uint32_t)i, x[i]};
-            if (zero)
-                x[i] = 0.0f;
+            if (residual)
+                residual[i] = 0.0f;
         }
     }
     return m;
@@ -137,7 +137,7 @@ static size_t agg_emit_exact_among(strata_topk_t *tk, float *x, size_t n,
     }
     /* c >= k, so every element of the top k is a candidate. */
     uint32_t kth = agg_kth_largest(tk->keys, c, k, &tk->rng);
-    return agg_emit_exact(x, n, k, kth, true, out);
+    return agg_emit_exact(x, x, n, k, kth, out);
 }
 
 /* 0.8 * thr as a magnitude key (a NaN key is treated as Inf). */
@@ -229,7 +229,7 @@ strata_status_t strata_topk_exact(strata_topk_t *tk, const float *x,
     for (size_t i = 0; i < count; i++)
         tk->keys[i] = agg_mag(x[i]);
     uint32_t kth = agg_kth_largest(tk->keys, count, k, &tk->rng);
-    agg_emit_exact((float *)x, count, k, kth, false, out);
+    agg_emit_exact(x, NULL, count, k, kth, out);
     return STRATA_OK;
 }
 
@@ -248,7 +248,7 @@ static size_t agg_topk_select(strata_topk_t *tk, float *r, size_t n,
         for (size_t i = 0; i < n; i++)
             tk->keys[i] = agg_mag(r[i]);
         uint32_t kth = agg_kth_largest(tk->keys, n, k, &tk->rng);
-        return agg_emit_exact(r, n, k, kth, true, out);
+        return agg_emit_exact(r, r, n, k, kth, out);
     }
     for (size_t i = 0; i < ns; i++) /* with replacement, as DGC */
         tk->keys[i] = agg_mag(r[agg_rand_below(&tk->rng, n)]);

@@ -108,7 +108,7 @@ static void *hammer(void *arg)
     if (strata_reduce_pool_create(2, &pool) != STRATA_OK)
         return "create";
     const void *srcs[NSRC] = {d->src[0], d->src[1], d->src[2], d->src[3]};
-    for (int i = 0; i < 40; i++)
+    for (int i = 0; i < 20; i++)
         if (strata_reduce_mt(pool, STRATA_FP32, d->out, srcs, NSRC, BIG / 4,
                              1.0) != STRATA_OK)
             return "reduce";
