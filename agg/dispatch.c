@@ -79,17 +79,14 @@ void agg_cpu_mask(unsigned features)
 
 const char *agg_cpu_features_text(void)
 {
+    static _Thread_local char text[96];
     unsigned f = agg_cpu_features();
-    if (!f)
-        return "no avx2, no avx512";
-    if (!(f & AGG_CPU_AVX512))
-        return "avx2 f16c, no avx512";
-    if (f & AGG_CPU_AVX512_BF16)
-        return f & AGG_CPU_AVX512_FP16
-                   ? "avx2 f16c avx512f/bw/vl avx512_bf16 avx512_fp16"
-                   : "avx2 f16c avx512f/bw/vl avx512_bf16";
-    return f & AGG_CPU_AVX512_FP16 ? "avx2 f16c avx512f/bw/vl avx512_fp16"
-                                   : "avx2 f16c avx512f/bw/vl";
+    snprintf(text, sizeof(text), "%s%s%s%s",
+             f & AGG_CPU_AVX2 ? "avx2 f16c" : "no avx2",
+             f & AGG_CPU_AVX512 ? " avx512f/bw/vl" : ", no avx512",
+             f & AGG_CPU_AVX512_BF16 ? " avx512_bf16" : "",
+             f & AGG_CPU_AVX512_FP16 ? " avx512_fp16" : "");
+    return text;
 }
 
 /* ---- tables ---- */
