@@ -89,15 +89,12 @@ static void tp_tcp_close(tp_ctx_t *base)
         tp_tcp_listener_close(
             &tp_container_of(ctx->listeners.next, tp_tcp_listener_t, link)
                  ->base);
-    tp_list_t *eps[] = {&ctx->eps, &ctx->graveyard};
-    for (int i = 0; i < 2; i++)
-        tp_list_for_each_safe(pos, tmp, eps[i])
-        {
-            tp_tcp_ep_t *ep = tp_container_of(pos, tp_tcp_ep_t, link);
-            if (ep->fd >= 0)
-                close(ep->fd);
-            tp_tcp_ep_free(ep);
-        }
+    /* As tp_ep_close() each (peers learn it was on purpose), then free
+     * what waited for its events to be reported. */
+    tp_list_for_each_safe(pos, tmp, &ctx->eps)
+        tp_tcp_ep_close(&tp_container_of(pos, tp_tcp_ep_t, link)->base);
+    tp_list_for_each_safe(pos, tmp, &ctx->graveyard)
+        tp_tcp_ep_free(tp_container_of(pos, tp_tcp_ep_t, link));
     tp_list_for_each_safe(pos, tmp, &ctx->mrs)
         tp_tcp_mr_free(tp_container_of(pos, tp_tcp_mr_t, link));
     tp_tcp_free(ctx);

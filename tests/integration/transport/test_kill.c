@@ -2,7 +2,8 @@
  * A peer killed with SIGKILL in the middle of a transfer is an error within
  * STRATA_TIMEOUT_MS, on either side: the writer sees TP_EV_DISCONNECTED
  * with an error and every write it posted completes; the receiver sees
- * TP_EV_DISCONNECTED with an error. Nothing hangs.
+ * TP_EV_DISCONNECTED with an error. Nothing hangs. A peer that closes on
+ * purpose (tp_close without tp_ep_close) is reported with STRATA_OK.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -156,11 +157,39 @@ static void writer_killed(void **state)
     assert_true(WIFSIGNALED(status));
 }
 
+static void peer_closes_on_purpose(void **state)
+{
+    (void)state;
+    tp_ctx_t *ctx = tpt_open("kill", T_MS);
+    tp_listener_t *l = NULL;
+    assert_int_equal(tp_listen(ctx, tpt_bind(), &l), STRATA_OK);
+    tp_ctx_t *peer = tpt_open("kill", T_MS);
+    tp_ep_t *ep = NULL;
+    assert_int_equal(tp_connect(peer, tp_listener_addr(l), NULL, &ep),
+                     STRATA_OK);
+    tpt_event_t e;
+    tp_ep_t *server_ep = NULL;
+    bool connected = false;
+    while (!connected || !server_ep) {
+        if (tpt_next(peer, &e, 1))
+            connected = e.ev.type == TP_EV_CONNECTED;
+        if (tpt_next(ctx, &e, 1) && e.ev.type == TP_EV_ACCEPTED)
+            server_ep = e.ev.ep;
+    }
+    tp_close(peer); /* without closing its endpoint first */
+    e = tpt_expect(ctx, TP_EV_DISCONNECTED, 0, T_MS);
+    assert_ptr_equal(e.ev.ep, server_ep);
+    assert_int_equal(e.ev.status, STRATA_OK);
+    tp_ep_close(server_ep);
+    tp_close(ctx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(receiver_killed),
         cmocka_unit_test(writer_killed),
+        cmocka_unit_test(peer_closes_on_purpose),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
