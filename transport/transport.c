@@ -12,6 +12,7 @@
 static const tp_ops_t *const tp_providers[] = {
     &tp_verbs_ops,
     &tp_tcp_ops,
+    &tp_shm_ops,
 };
 
 #define TP_NPROVIDERS (sizeof(tp_providers) / sizeof(tp_providers[0]))

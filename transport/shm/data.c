@@ -1,0 +1,217 @@
+/*
+ * shm data path. A write is one memcpy into the peer's mapping of the
+ * target region, then (with an immediate) a record in the peer's ring; a
+ * message is a record with its bytes. Both complete before the post
+ * returns, so nothing is ever pending: the completion waits in the event
+ * queue for tp_progress(). Doorbells are rung only for a peer that armed
+ * its ring before sleeping.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "engine/alloc.h"
+#include "engine/log.h"
+#include "transport/clock.h"
+#include "transport/shm/shm.h"
+
+/* ---- the peer's regions, mapped here ---- */
+
+void tp_shm_import(tp_shm_ep_t *ep, uint64_t key, uint64_t len, int fd)
+{
+    const char *why = NULL;
+    tp_shm_import_t *imp = eng_calloc(1, sizeof(*imp));
+    if (!imp) {
+        tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "no memory to map a region");
+        return;
+    }
+    imp->len = len;
+    imp->base = tp_shm_map_fd(fd, len, &imp->map_len, &why);
+    if (!imp->base || key == 0) {
+        eng_free(imp);
+        tp_shm_ep_fail(ep, STRATA_ERR_PROTO, "exported %s",
+                       why ? why : "region key 0");
+        return;
+    }
+    tp_shm_unimport(ep, key); /* exported again: the new mapping wins */
+    if (tp_keymap_put(&ep->imports, key, imp) != STRATA_OK) {
+        munmap(imp->base, imp->map_len);
+        eng_free(imp);
+        tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "no memory to map a region");
+    }
+}
+
+void tp_shm_unimport(tp_shm_ep_t *ep, uint64_t key)
+{
+    tp_shm_import_t *imp = tp_keymap_del(&ep->imports, key);
+    if (imp) {
+        munmap(imp->base, imp->map_len);
+        eng_free(imp);
+    }
+}
+
+void tp_shm_unimport_all(tp_shm_ep_t *ep)
+{
+    uint64_t key;
+    void *val;
+    for (uint32_t i = 0; tp_keymap_next(&ep->imports, &i, &key, &val);) {
+        tp_shm_import_t *imp = val;
+        munmap(imp->base, imp->map_len);
+        eng_free(imp);
+    }
+    tp_keymap_fini(&ep->imports);
+}
+
+/* ---- posting ---- */
+
+void tp_shm_ring_bell(tp_shm_ep_t *ep)
+{
+    uint64_t one = 1;
+    if (write(ep->peer_bell, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        eng_debug("shm: peer %s: doorbell: %s", ep->base.peer, strerror(errno));
+}
+
+static strata_status_t tp_shm_postable(tp_shm_ep_t *ep, const char *what)
+{
+    if (ep->state == TP_SHM_UP && !ep->leaving)
+        return ep->unreported < TP_SHM_DEPTH ? STRATA_OK : STRATA_ERR_AGAIN;
+    if (ep->state == TP_SHM_DOWN || ep->leaving) {
+        eng_debug("shm: %s to %s: the endpoint is down", what, ep->base.peer);
+        return STRATA_ERR_PEER;
+    }
+    eng_error("shm: %s to %s before TP_EV_CONNECTED/ACCEPTED", what,
+              ep->base.peer);
+    return STRATA_ERR_STATE;
+}
+
+/* Room for a record in the peer's ring. A peer that leaves it full for
+ * STRATA_TIMEOUT_MS fails (the timer checks it even if nobody posts). */
+static strata_status_t tp_shm_room(tp_shm_ep_t *ep, uint32_t payload_len)
+{
+    if (tp_shm_ring_room(&ep->tx, payload_len) ||
+        !tp_shm_ring_want_space(&ep->tx, payload_len)) {
+        if (!tp_list_empty(&ep->timed_link)) {
+            tp_list_del(&ep->timed_link);
+            ep->deadline_ns = 0;
+        }
+        return STRATA_OK;
+    }
+    if (tp_list_empty(&ep->timed_link)) {
+        ep->deadline_ns =
+            tp_now_ns() + (uint64_t)ep->ctx->base.timeout_ms * 1000000u;
+        tp_list_add_tail(&ep->ctx->timed, &ep->timed_link);
+        tp_shm_timer_update(ep->ctx);
+    }
+    return STRATA_ERR_AGAIN;
+}
+
+static void tp_shm_push(tp_shm_ep_t *ep, uint32_t type, uint32_t len,
+                        uint32_t imm, const void *payload)
+{
+    if (tp_shm_ring_push(&ep->tx, type, len, imm, payload))
+        tp_shm_ring_bell(ep);
+}
+
+static void tp_shm_complete(tp_shm_ep_t *ep, tp_event_type_t type, void *op_ctx)
+{
+    tp_evq_item_t *it = tp_shm_ep_event(ep, type, STRATA_OK);
+    it->ev.op_ctx = op_ctx;
+    ep->unreported++;
+}
+
+/* The peer's mapping of key; picks up exports already sent but not read
+ * (the peer exports before it hands out the descriptor). */
+static tp_shm_import_t *tp_shm_target(tp_shm_ep_t *ep, uint64_t key)
+{
+    tp_shm_import_t *imp = tp_keymap_get(&ep->imports, key);
+    if (!imp) {
+        tp_shm_ctl_recv(ep);
+        imp = tp_keymap_get(&ep->imports, key);
+    }
+    return imp;
+}
+
+strata_status_t tp_shm_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
+                             const tp_rdesc_t *dst, uint64_t dst_off,
+                             size_t len, uint32_t imm, unsigned flags,
+                             void *op_ctx)
+{
+    tp_shm_ep_t *ep = tp_shm_ep(base);
+    strata_status_t st = tp_shm_postable(ep, "tp_write");
+    if (st != STRATA_OK)
+        return st;
+    tp_shm_import_t *imp = tp_shm_target(ep, dst->key);
+    if (!imp) {
+        eng_error("shm: tp_write to %s: region %#llx was not exported to "
+                  "this endpoint",
+                  base->peer, (unsigned long long)dst->key);
+        return STRATA_ERR_RANGE;
+    }
+    if (dst_off > imp->len || len > imp->len - dst_off) {
+        eng_error("shm: tp_write to %s: [%llu, +%zu) is outside region "
+                  "%#llx of %llu bytes",
+                  base->peer, (unsigned long long)dst_off, len,
+                  (unsigned long long)dst->key, (unsigned long long)imp->len);
+        return STRATA_ERR_RANGE;
+    }
+    if ((flags & TP_WRITE_IMM) && (st = tp_shm_room(ep, 0)) != STRATA_OK)
+        return st;
+    memcpy(imp->base + dst_off, (const uint8_t *)mr->addr + off, len);
+    if (flags & TP_WRITE_IMM)
+        tp_shm_push(ep, TP_SHM_REC_WRITE_IMM, (uint32_t)len, imm, NULL);
+    tp_shm_complete(ep, TP_EV_WRITE_DONE, op_ctx);
+    return STRATA_OK;
+}
+
+strata_status_t tp_shm_send(tp_ep_t *base, const void *buf, size_t len,
+                            void *op_ctx)
+{
+    tp_shm_ep_t *ep = tp_shm_ep(base);
+    strata_status_t st = tp_shm_postable(ep, "tp_send");
+    if (st == STRATA_OK)
+        st = tp_shm_room(ep, (uint32_t)len);
+    if (st != STRATA_OK)
+        return st;
+    tp_shm_push(ep, TP_SHM_REC_MSG, (uint32_t)len, 0, buf);
+    tp_shm_complete(ep, TP_EV_SEND_DONE, op_ctx);
+    return STRATA_OK;
+}
+
+/* ---- arrivals ---- */
+
+/* Moves records from our ring into events while there is room; true if any
+ * moved. A peer that left is reported once its ring is empty. */
+bool tp_shm_drain(tp_shm_ep_t *ep)
+{
+    bool moved = false, got = false;
+    for (;;) {
+        tp_shm_rec_t rec;
+        const uint8_t *payload;
+        const char *why = NULL;
+        if (tp_shm_ring_peek(&ep->rx, &rec, &payload, &got, &why) !=
+            STRATA_OK) {
+            tp_shm_ep_fail(ep, STRATA_ERR_PROTO, "broke its ring: %s", why);
+            return true;
+        }
+        if (!got)
+            break;
+        bool msg = rec.type == TP_SHM_REC_MSG;
+        tp_evq_item_t *it = tp_evq_push_arrival(
+            &ep->ctx->evq, false, msg ? TP_EV_RECV : TP_EV_WRITE_IMM, &ep->base,
+            payload, rec.len);
+        if (!it)
+            break; /* no room: the rest waits for the next call */
+        it->ev.imm = rec.imm;
+        ep->events++;
+        tp_shm_ring_next(&ep->rx, &rec);
+        moved = true;
+    }
+    if (moved && tp_shm_ring_release(&ep->rx))
+        tp_shm_ring_bell(ep);
+    if (!got && ep->leaving) {
+        tp_shm_ep_gone(ep);
+        moved = true;
+    }
+    return moved;
+}

@@ -1,0 +1,196 @@
+/*
+ * The shm provider's private structures, shared by its files:
+ *   shm.c   context, regions (sealed memfds), progress loop
+ *   conn.c  listen, accept, connect, authentication, endpoint lifecycle
+ *   ctl.c   control packets on the unix socket, with descriptors attached
+ *   data.c  writes (a copy into the peer's mapping) and the rings
+ *   ring.c  the lock-free record ring in shared memory
+ *
+ * Peers meet on a unix SOCK_SEQPACKET socket. It carries the authentication,
+ * then the descriptors of each side's ring and doorbell, then a region's
+ * memfd when it is exported; it also tells us at once when the peer dies.
+ * Data never crosses it: a write is a memcpy into the peer's mapping of the
+ * target region, and its immediate, like every control message, is a record
+ * in the peer's ring, so both keep the order they were posted in.
+ */
+#ifndef STRATA_TRANSPORT_SHM_SHM_H
+#define STRATA_TRANSPORT_SHM_SHM_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "transport/auth.h"
+#include "transport/evq.h"
+#include "transport/keymap.h"
+#include "transport/list.h"
+#include "transport/provider.h"
+#include "transport/shm/ring.h"
+
+#define TP_SHM_RING_CAP (256 * 1024) /* record bytes per direction */
+#define TP_SHM_DEPTH 256             /* unreported completions per ep */
+#define TP_SHM_ARRIVALS 4096         /* arrival events queued at most */
+#define TP_SHM_RECV_FIFO (256 * 1024)
+#define TP_SHM_POLL_EVERY 64 /* progress calls between socket polls */
+
+typedef enum tp_shm_kind {
+    TP_SHM_K_LISTENER,
+    TP_SHM_K_EP,
+    TP_SHM_K_TIMER,
+    TP_SHM_K_DOORBELL,
+} tp_shm_kind_t;
+
+typedef enum tp_shm_state {
+    TP_SHM_AUTH_WAIT,  /* auth.h exchange under way */
+    TP_SHM_SETUP_WAIT, /* authenticated; waiting for the peer's ring */
+    TP_SHM_UP,
+    TP_SHM_DOWN,
+} tp_shm_state_t;
+
+/* Control packets on the socket. */
+enum tp_shm_pkt_type {
+    TP_SHM_PKT_AUTH = 1,     /* payload: an auth.h message */
+    TP_SHM_PKT_SETUP = 2,    /* fds: ring memfd, doorbell eventfd */
+    TP_SHM_PKT_EXPORT = 3,   /* fd: region memfd; key, size */
+    TP_SHM_PKT_UNEXPORT = 4, /* key */
+    TP_SHM_PKT_BYE = 5,
+};
+
+typedef struct tp_shm_pkt {
+    uint32_t type;
+    uint32_t len; /* payload bytes */
+    uint64_t key;
+    uint64_t size;
+    uint8_t payload[TP_AUTH_MSG_MAX];
+} tp_shm_pkt_t;
+
+#define TP_SHM_PKT_HDR offsetof(tp_shm_pkt_t, payload)
+
+/* A packet that could not be sent yet (the socket's queue was full). */
+typedef struct tp_shm_pending {
+    tp_list_t link;
+    tp_shm_pkt_t pkt;
+    int fds[2];
+    int nfds;
+} tp_shm_pending_t;
+
+typedef struct tp_shm_ctx tp_shm_ctx_t;
+typedef struct tp_shm_listener tp_shm_listener_t;
+
+typedef struct tp_shm_mr {
+    tp_mr_t base;
+    uint64_t key;
+    int fd;         /* the memfd, or -1 for tp_mr_reg() memory */
+    size_t map_len; /* bytes mapped (len rounded up to pages) */
+    tp_list_t link;
+} tp_shm_mr_t;
+
+/* A region of the peer's, mapped here. */
+typedef struct tp_shm_import {
+    uint8_t *base;
+    uint64_t len;
+    size_t map_len;
+} tp_shm_import_t;
+
+typedef struct tp_shm_ep {
+    tp_ep_t base;
+    tp_shm_kind_t kind;
+    tp_shm_ctx_t *ctx;
+    int fd; /* the unix socket */
+    tp_shm_state_t state;
+    bool server, closed, want_out;
+    uint32_t events; /* queued events naming it */
+    tp_shm_listener_t *listener;
+    uint64_t deadline_ns; /* handshake, or a full ring's patience */
+    tp_auth_t auth;
+    int auth_received;
+    bool setup_sent, setup_got;
+    tp_keymap_t exports; /* key -> tp_shm_mr_t we granted the peer */
+    tp_keymap_t imports; /* key -> tp_shm_import_t the peer granted us */
+    void *rx_map, *tx_map;
+    tp_shm_ring_t rx;     /* ours: the peer produces, we consume */
+    tp_shm_ring_t tx;     /* the peer's: we produce */
+    int peer_bell;        /* the peer's doorbell eventfd */
+    uint32_t unreported;  /* completions queued, not reported yet */
+    strata_status_t gone; /* the peer left: DISCONNECTED once drained */
+    bool leaving;
+    tp_list_t pending;    /* tp_shm_pending_t */
+    tp_list_t link;       /* ctx->eps, or ctx->graveyard once closed */
+    tp_list_t timed_link; /* ctx->timed: has a deadline */
+} tp_shm_ep_t;
+
+struct tp_shm_listener {
+    tp_listener_t base;
+    tp_shm_kind_t kind;
+    int fd;
+    tp_list_t link;
+};
+
+struct tp_shm_ctx {
+    tp_ctx_t base;
+    int epfd;
+    int tfd;  /* deadlines */
+    int bell; /* our doorbell: peers write it when we armed a ring */
+    tp_shm_kind_t timer_kind, bell_kind;
+    tp_auth_secret_t secret;
+    tp_evq_t evq;
+    uint64_t next_key;
+    unsigned polls; /* progress calls since the sockets were polled */
+    tp_list_t mrs, listeners, eps, graveyard, timed;
+};
+
+static inline tp_shm_ctx_t *tp_shm_ctx(tp_ctx_t *ctx)
+{
+    return tp_container_of(ctx, tp_shm_ctx_t, base);
+}
+
+static inline tp_shm_ep_t *tp_shm_ep(tp_ep_t *ep)
+{
+    return tp_container_of(ep, tp_shm_ep_t, base);
+}
+
+/* conn.c */
+strata_status_t tp_shm_listen(tp_ctx_t *ctx, const char *bind,
+                              tp_listener_t **listener_out);
+void tp_shm_listener_close(tp_listener_t *listener);
+void tp_shm_accept(tp_shm_listener_t *l);
+strata_status_t tp_shm_connect(tp_ctx_t *ctx, const char *addr,
+                               tp_ep_t **ep_out);
+void tp_shm_ep_close(tp_ep_t *ep);
+void tp_shm_ep_free(tp_shm_ep_t *ep);
+void tp_shm_ep_fail(tp_shm_ep_t *ep, strata_status_t status, const char *fmt,
+                    ...) __attribute__((format(printf, 3, 4)));
+void tp_shm_peer_left(tp_shm_ep_t *ep, strata_status_t status);
+void tp_shm_ep_gone(tp_shm_ep_t *ep);
+tp_evq_item_t *tp_shm_ep_event(tp_shm_ep_t *ep, tp_event_type_t type,
+                               strata_status_t status);
+void tp_shm_timer_update(tp_shm_ctx_t *ctx);
+void tp_shm_expire(tp_shm_ctx_t *ctx);
+void tp_shm_auth_recv(tp_shm_ep_t *ep, const uint8_t *msg, uint32_t len);
+void tp_shm_setup_recv(tp_shm_ep_t *ep, const tp_shm_pkt_t *pkt, int ring_fd,
+                       int bell_fd);
+void tp_shm_ring_bell(tp_shm_ep_t *ep);
+
+/* ctl.c */
+void tp_shm_ctl_send(tp_shm_ep_t *ep, uint32_t type, uint64_t key,
+                     uint64_t size, const void *payload, uint32_t len,
+                     const int *fds, int nfds);
+void tp_shm_ctl_flush(tp_shm_ep_t *ep);
+void tp_shm_ctl_recv(tp_shm_ep_t *ep);
+void tp_shm_ctl_drop(tp_shm_ep_t *ep);
+void *tp_shm_map_fd(int fd, uint64_t len, size_t *map_len_out,
+                    const char **why_out);
+
+/* data.c */
+strata_status_t tp_shm_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
+                             const tp_rdesc_t *dst, uint64_t dst_off,
+                             size_t len, uint32_t imm, unsigned flags,
+                             void *op_ctx);
+strata_status_t tp_shm_send(tp_ep_t *ep, const void *buf, size_t len,
+                            void *op_ctx);
+bool tp_shm_drain(tp_shm_ep_t *ep);
+void tp_shm_import(tp_shm_ep_t *ep, uint64_t key, uint64_t len, int fd);
+void tp_shm_unimport(tp_shm_ep_t *ep, uint64_t key);
+void tp_shm_unimport_all(tp_shm_ep_t *ep);
+
+#endif /* STRATA_TRANSPORT_SHM_SHM_H */
