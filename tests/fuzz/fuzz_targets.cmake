@@ -1,0 +1,4 @@
+# Fuzz targets of the modules (see CMakeLists.txt beside this file).
+strata_add_fuzz_target(NAME fuzz_tcp_header SOURCES fuzz_tcp_header.c)
+strata_add_fuzz_target(NAME fuzz_shm_ring SOURCES fuzz_shm_ring.c)
+strata_add_fuzz_target(NAME fuzz_auth SOURCES fuzz_auth.c)
