@@ -24,7 +24,7 @@
  * per 8 workers) and makes a system call only when a thread is parked.
  * The published group clocks and minimum are lower bounds of the true ones
  * that catch up before the advancing call returns, so a pull is never served
- * early.
+ * early; tests/model/tracker.pml model-checks this and the parking with spin.
  *
  * Staleness. The tracker also counts the versions applied to the model it
  * guards. The staleness of an update is the number of versions applied since

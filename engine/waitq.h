@@ -13,7 +13,7 @@
  * condition true, bumps the sequence number, then reads waiters. All four are
  * sequentially consistent, so either the waiter sees the condition, or the
  * publisher sees the waiter and the kernel's compare of the sequence number
- * refuses to sleep on a stale value.
+ * refuses to sleep on a stale value (model-checked: tests/model/tracker.pml).
  */
 #ifndef STRATA_ENGINE_WAITQ_H
 #define STRATA_ENGINE_WAITQ_H
