@@ -180,9 +180,9 @@ strata_status_t tp_shm_send(tp_ep_t *base, const void *buf, size_t len,
 
 /* ---- arrivals ---- */
 
-/* Moves records from our ring into events while there is room; true if any
- * moved. A peer that left is reported once its ring is empty. */
-bool tp_shm_drain(tp_shm_ep_t *ep)
+/* Moves records from our ring into events while there is room. A peer that
+ * left is reported once its ring is empty. */
+void tp_shm_drain(tp_shm_ep_t *ep)
 {
     bool moved = false, got = false;
     for (;;) {
@@ -192,7 +192,7 @@ bool tp_shm_drain(tp_shm_ep_t *ep)
         if (tp_shm_ring_peek(&ep->rx, &rec, &payload, &got, &why) !=
             STRATA_OK) {
             tp_shm_ep_fail(ep, STRATA_ERR_PROTO, "broke its ring: %s", why);
-            return true;
+            return;
         }
         if (!got)
             break;
@@ -209,9 +209,6 @@ bool tp_shm_drain(tp_shm_ep_t *ep)
     }
     if (moved && tp_shm_ring_release(&ep->rx))
         tp_shm_ring_bell(ep);
-    if (!got && ep->leaving) {
+    if (!got && ep->leaving)
         tp_shm_ep_gone(ep);
-        moved = true;
-    }
-    return moved;
 }

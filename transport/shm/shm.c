@@ -258,28 +258,28 @@ static void tp_shm_reported(void *arg, tp_evq_item_t *it)
 }
 
 /* Rings are polled on every call, without a system call; the sockets
- * (accepts, exports, departures) and the doorbell when the rings were idle
- * last time, or every TP_SHM_POLL_EVERY calls. */
+ * (accepts, handshakes, exports, departures), which see little traffic,
+ * every TP_SHM_POLL_NS, and at once after tp_wait_arm(). A write that needs
+ * an export not read yet reads the socket itself. */
 static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
                                        int max, int *n_out)
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
     tp_list_t *pos, *tmp;
     tp_evq_begin(&ctx->evq);
-    if (ctx->polls == 0 || ctx->polls >= TP_SHM_POLL_EVERY) {
+    uint64_t now = tp_now_ns(); /* vDSO: no system call */
+    if (now >= ctx->next_poll_ns) {
         strata_status_t st = tp_shm_poll(ctx);
         if (st != STRATA_OK)
             return st;
-        ctx->polls = 0;
+        ctx->next_poll_ns = now + TP_SHM_POLL_NS;
     }
-    bool moved = false;
     tp_list_for_each_safe(pos, tmp, &ctx->eps)
     {
         tp_shm_ep_t *ep = tp_container_of(pos, tp_shm_ep_t, link);
         if (ep->state == TP_SHM_UP)
-            moved |= tp_shm_drain(ep);
+            tp_shm_drain(ep);
     }
-    ctx->polls = moved ? ctx->polls + 1 : 0;
     *n_out = tp_evq_report(&ctx->evq, events, max, tp_shm_reported, ctx);
     tp_list_for_each_safe(pos, tmp, &ctx->graveyard)
     {
@@ -301,7 +301,7 @@ static strata_status_t tp_shm_wait_arm(tp_ctx_t *base)
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
     if (!tp_evq_empty(&ctx->evq) || !tp_list_empty(&ctx->graveyard))
         return STRATA_ERR_AGAIN;
-    ctx->polls = 0; /* the next progress polls the sockets */
+    ctx->next_poll_ns = 0; /* the next progress polls the sockets */
     tp_list_t *pos, *tmp;
     tp_list_for_each_safe(pos, tmp, &ctx->eps)
     {

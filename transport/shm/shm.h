@@ -31,7 +31,7 @@
 #define TP_SHM_DEPTH 256             /* unreported completions per ep */
 #define TP_SHM_ARRIVALS 4096         /* arrival events queued at most */
 #define TP_SHM_RECV_FIFO (256 * 1024)
-#define TP_SHM_POLL_EVERY 64 /* progress calls between socket polls */
+#define TP_SHM_POLL_NS 100000 /* the sockets are polled this often */
 
 typedef enum tp_shm_kind {
     TP_SHM_K_LISTENER,
@@ -135,7 +135,7 @@ struct tp_shm_ctx {
     tp_auth_secret_t secret;
     tp_evq_t evq;
     uint64_t next_key;
-    unsigned polls; /* progress calls since the sockets were polled */
+    uint64_t next_poll_ns; /* when progress polls the sockets again */
     tp_list_t mrs, listeners, eps, graveyard, timed;
 };
 
@@ -188,7 +188,7 @@ strata_status_t tp_shm_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
                              void *op_ctx);
 strata_status_t tp_shm_send(tp_ep_t *ep, const void *buf, size_t len,
                             void *op_ctx);
-bool tp_shm_drain(tp_shm_ep_t *ep);
+void tp_shm_drain(tp_shm_ep_t *ep);
 void tp_shm_import(tp_shm_ep_t *ep, uint64_t key, uint64_t len, int fd);
 void tp_shm_unimport(tp_shm_ep_t *ep, uint64_t key);
 void tp_shm_unimport_all(tp_shm_ep_t *ep);
