@@ -205,37 +205,42 @@ strata_status_t strata_step(strata_ctx_t *ctx);
 
 /* ---- metrics ---- */
 
-/* Staleness of applied updates: bucket i < 16 counts staleness i, bucket
- * 16 + j counts [16 << j, 32 << j). */
+/* Staleness of applied updates (model versions applied since the pusher
+ * last pulled): bucket 0 counts staleness 0, bucket b >= 1 counts
+ * [2^(b-1), 2^b), the last bucket everything above. */
 #define STRATA_STALENESS_BUCKETS 32
 
 typedef struct strata_metrics {
-    uint64_t bytes_pushed;   /* gradient bytes this process wrote */
-    uint64_t bytes_pulled;   /* model bytes written to this worker, or by
-                                this aggregator */
-    uint64_t pushes, pulls;  /* requests completed (worker) or served
-                                (aggregator) */
-    uint64_t staging_copies; /* copies through a staging buffer */
-    uint64_t staging_bytes;
-    uint64_t reductions; /* aggregator: partition reductions */
-    uint64_t reduce_ns;  /* aggregator: time in them */
-    uint64_t updates;    /* aggregator: partition updates applied */
-    uint64_t staleness_violations; /* pulls served outside the bound; 0 */
-    int64_t clock;                 /* worker: its clock; aggregator: min */
+    /* gradient bytes this worker wrote, or this aggregator received */
+    uint64_t bytes_pushed;
+    /* model bytes written to this worker, or by this aggregator */
+    uint64_t bytes_pulled;
+    /* worker: push requests completed, and full models received;
+     * aggregator: partition gradients received, partition models written */
+    uint64_t pushes, pulls;
+    /* copies through a staging buffer (parameter memory a transport cannot
+     * write into: use strata_alloc) */
+    uint64_t staging_copies, staging_bytes;
+    /* aggregator: partition reductions, the time in them (reduce and
+     * update), and partition updates applied */
+    uint64_t reductions, reduce_ns, updates;
+    /* worker: its clock; aggregator: the least group clock of its shard */
+    int64_t clock;
+    /* aggregator: staleness of the updates it applied */
     uint64_t staleness[STRATA_STALENESS_BUCKETS];
 } strata_metrics_t;
 
 strata_status_t strata_metrics(strata_ctx_t *ctx, strata_metrics_t *m_out);
 
-/* The clock of every group: of the aggregator's shard on an aggregator, as
- * last seen by this worker on a worker. Writes at most max values;
- * *ngroups_out is the number of groups. */
+/* The clock of every group on an aggregator's shard (the least over its
+ * partitions); a worker's own clock on a worker (one value). Writes at most
+ * max values; *ngroups_out is the number of groups. */
 strata_status_t strata_group_clocks(strata_ctx_t *ctx, int64_t *clocks,
                                     size_t max, size_t *ngroups_out);
 
-/* With STRATA_METRICS=path, strata_finalize() writes the metrics as JSON to
- * path, "%r" in it replaced by the rank (without "%r", ".RANK" is appended
- * for every rank but 0). */
+/* With STRATA_METRICS=path, rank 0 writes the metrics of every rank that
+ * finalized, as JSON ({"ranks": [{"rank": 0, "role": "aggregator", ...},
+ * ...]}), to path when the job ends. */
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,806 @@
+/*
+ * The aggregator's side of the data path, on the progress thread.
+ *
+ * Memory. Per worker, one region of receive slots: every partition of the
+ * shard twice, once per clock parity, so a worker can push clock c + 1 while
+ * clock c is being reduced. One out region: the model of the shard in the
+ * tensors' dtypes (SGD updates it in place; sum writes the sum there), the
+ * source of every model write. Momentum buffers when SGD has momentum.
+ *
+ * Flow. A gradient write's immediate names the partition and the clock. When
+ * every live member of the pusher's group has landed that clock, the group's
+ * slots are reduced in one pass and the update applied (update.h); the
+ * partition's tracker records the update and advances the group's clock;
+ * then every worker waiting on the partition whose pull the tracker now
+ * allows gets the fresh partition written into its parameter buffers, with
+ * an immediate naming the clock served. A partition is not updated while
+ * writes out of it are in flight, so a worker never receives a torn model.
+ *
+ * Each partition has its own tracker, so a partition is served as soon as it
+ * is ready: reduction, update and model writes are pipelined across the
+ * partitions of the shard.
+ */
+#include "engine/engine.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "agg/agg.h"
+#include "engine/alloc.h"
+#include "engine/imm.h"
+#include "engine/layout_wire.h"
+#include "engine/log.h"
+#include "engine/tracker.h"
+#include "engine/update.h"
+
+typedef struct eng_apart {
+    const eng_partition_t *part;
+    uint32_t index; /* in the model */
+    eng_tracker_t *tracker;
+    uint32_t inflight; /* model writes out of it not completed */
+    bool initialized;
+    uint32_t unserved; /* live workers not yet given the initial model */
+    int64_t *arrived;  /* [nworkers]: last clock landed, -1 */
+    int64_t *want;     /* [nworkers]: newest clock asked for, -1 */
+    int64_t *served;   /* [nworkers]: newest clock written, -1 */
+    float *momentum;
+} eng_apart_t;
+
+typedef struct eng_dst {
+    tp_rdesc_t d;
+    uint64_t off;
+} eng_dst_t;
+
+typedef struct eng_send_item {
+    uint32_t part; /* in the shard */
+    int64_t clock;
+} eng_send_item_t;
+
+typedef struct eng_wlink {
+    eng_peer_t peer;
+    struct eng_wlink *next; /* every accepted connection */
+    int widx;
+    void *slots;
+    tp_mr_t *slots_mr;
+    eng_dst_t *dst; /* [shard pieces] */
+    uint32_t ndst;
+    bool params_ready, left, slots_sent;
+    eng_send_item_t *q;
+    uint32_t qcap, qhead, qlen, qpiece;
+} eng_wlink_t;
+
+struct eng_agg {
+    eng_layout_rx_t lrx;
+    eng_layout_t *layout;
+    uint32_t shard, nparts, npieces;
+    eng_apart_t *parts;
+    int32_t *piece_local; /* [model pieces]: index in the shard, -1 */
+    void *out;
+    tp_mr_t *out_mr[ENG_NPROV];
+    eng_update_t upd;
+    eng_wlink_t **links;   /* [nworkers], after JOIN */
+    eng_wlink_t *accepted; /* every connection, identified or not */
+    _Atomic bool parts_ready;
+    int njoined, nleft;
+    uint32_t ninit;
+    uint32_t **members; /* [ngroups][] worker indices */
+    uint32_t *nmembers;
+    bool *dropped;     /* [nworkers] */
+    const void **srcs; /* [nworkers]: a reduction's sources */
+    strata_request_t *finish_req;
+    uint32_t sends_pending;
+    bool leaving, bye_sent;
+};
+
+static int64_t eng_min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+strata_status_t eng_agg_create(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = eng_calloc(1, sizeof(*a));
+    if (!a)
+        goto nomem;
+    ctx->agg = a;
+    a->shard = (uint32_t)ctx->rank;
+    a->links = eng_calloc((size_t)ctx->nworkers, sizeof(*a->links));
+    a->dropped = eng_calloc((size_t)ctx->nworkers, sizeof(bool));
+    a->srcs = eng_calloc((size_t)ctx->nworkers, sizeof(*a->srcs));
+    const eng_policy_t *pol = ctx->policy;
+    a->members = eng_calloc(pol->ngroups, sizeof(*a->members));
+    a->nmembers = eng_calloc(pol->ngroups, sizeof(*a->nmembers));
+    if (!a->links || !a->dropped || !a->srcs || !a->members || !a->nmembers)
+        goto nomem;
+    for (uint32_t g = 0; g < pol->ngroups; g++) {
+        a->members[g] = eng_calloc(pol->nworkers, sizeof(uint32_t));
+        if (!a->members[g])
+            goto nomem;
+    }
+    for (uint32_t w = 0; w < pol->nworkers; w++) {
+        uint32_t g = pol->group_of[w];
+        a->members[g][a->nmembers[g]++] = w;
+    }
+    eng_update_init(&a->upd, ctx->cfg, eng_policy_grad_scale(pol));
+    return STRATA_OK;
+nomem:
+    eng_error("out of memory for the aggregator");
+    return STRATA_ERR_NOMEM;
+}
+
+/* ---- workers joining ---- */
+
+void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
+{
+    eng_wlink_t *l = eng_calloc(1, sizeof(*l));
+    if (!l) {
+        eng_error("out of memory admitting %s", tp_ep_peer(ep));
+        tp_ep_close(ep);
+        return;
+    }
+    l->widx = -1;
+    l->peer = (eng_peer_t){.kind = ENG_PEER_WORKER,
+                           .rank = -1,
+                           .ep = ep,
+                           .tp = tp,
+                           .up = true,
+                           .owner = l};
+    tp_ep_set_ctx(ep, &l->peer);
+    l->next = ctx->agg->accepted;
+    ctx->agg->accepted = l;
+}
+
+static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l);
+
+static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    int rank = (int)eng_get_u32(r);
+    int widx = rank - ctx->naggs;
+    char who[200];
+    if (!eng_rbuf_ok(r) || l->widx >= 0 || widx < 0 || widx >= ctx->nworkers ||
+        a->links[widx]) {
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "%s says it is rank %d, which is not a worker that has not "
+                 "joined yet",
+                 eng_peer_str(&l->peer, who, sizeof(who)), rank);
+        return;
+    }
+    l->widx = widx;
+    l->peer.rank = rank;
+    a->links[widx] = l;
+    if (++a->njoined == ctx->nworkers)
+        eng_gate_raise(&ctx->joined, 1);
+    if (a->layout) {
+        strata_status_t st = eng_send_slots(ctx, l);
+        if (st != STRATA_OK)
+            eng_fail(ctx, st, "cannot describe the slots to %s: %s",
+                     eng_peer_str(&l->peer, who, sizeof(who)),
+                     strata_strerror(st));
+    }
+}
+
+/* ---- the shard ---- */
+
+static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
+{
+    eng_agg_t *a = ctx->agg;
+    const eng_policy_t *pol = ctx->policy;
+    size_t nw = (size_t)ctx->nworkers;
+    ap->arrived = eng_malloc(sizeof(int64_t) * nw);
+    ap->want = eng_malloc(sizeof(int64_t) * nw);
+    ap->served = eng_malloc(sizeof(int64_t) * nw);
+    if (!ap->arrived || !ap->want || !ap->served)
+        return STRATA_ERR_NOMEM;
+    for (size_t w = 0; w < nw; w++) {
+        ap->arrived[w] = -1;
+        /* Every worker wants the initial model, clock 0; summing
+         * aggregators have none, so clock 0 counts as served. */
+        ap->served[w] = pol->sum_only ? 0 : -1;
+        ap->want[w] = 0;
+    }
+    ap->initialized = pol->sum_only;
+    ap->unserved = pol->sum_only ? 0 : (uint32_t)nw;
+    if (a->upd.ops->needs_momentum && a->upd.momentum != 0) {
+        ap->momentum = eng_calloc(ap->part->count, sizeof(float));
+        if (!ap->momentum)
+            return STRATA_ERR_NOMEM;
+    }
+    eng_tracker_params_t tp = {.workers = pol->nworkers,
+                               .groups = pol->ngroups,
+                               .intra_staleness = pol->intra_staleness,
+                               .inter_staleness = pol->inter_staleness,
+                               .group_of = pol->group_of};
+    return eng_tracker_create(&tp, &ap->tracker);
+}
+
+/* Check every partition's dtype against the update rule, and map the
+ * model's pieces to the shard's. */
+static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    const eng_layout_t *lay = a->layout;
+    a->nparts = lay->shard_nparts[a->shard];
+    a->parts = eng_calloc(a->nparts ? a->nparts : 1, sizeof(*a->parts));
+    a->piece_local = eng_malloc(sizeof(int32_t) * lay->npieces);
+    if (!a->parts || !a->piece_local)
+        return STRATA_ERR_NOMEM;
+    for (uint32_t k = 0; k < lay->npieces; k++)
+        a->piece_local[k] = -1;
+    size_t largest = 0;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        eng_apart_t *ap = &a->parts[i];
+        ap->index = lay->shard_parts[a->shard][i];
+        ap->part = &lay->parts[ap->index];
+        const eng_piece_t *pc0 = &lay->pieces[ap->part->first_piece];
+        strata_status_t st = a->upd.ops->check(&a->upd, ap->part->dtype,
+                                               lay->tensors[pc0->tensor].name);
+        if (st != STRATA_OK)
+            return st;
+        for (uint32_t k = 0; k < ap->part->npieces; k++)
+            a->piece_local[ap->part->first_piece + k] = (int32_t)a->npieces++;
+        largest = ap->part->bytes > largest ? ap->part->bytes : largest;
+    }
+    a->upd.scratch = eng_aligned_alloc(64, largest ? largest : 64);
+    return a->upd.scratch ? STRATA_OK : STRATA_ERR_NOMEM;
+}
+
+static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    strata_status_t st = eng_layout_build(a->lrx.tensors, a->lrx.ntensors,
+                                          a->lrx.partition_bytes,
+                                          (uint32_t)ctx->naggs, &a->layout);
+    if (st == STRATA_OK)
+        st = eng_shard_plan(ctx);
+    if (st != STRATA_OK)
+        return st;
+    uint64_t bytes = a->layout->shard_bytes[a->shard];
+    a->out = eng_aligned_alloc(4096, bytes ? bytes : 64);
+    if (!a->out)
+        return STRATA_ERR_NOMEM;
+    memset(a->out, 0, bytes);
+    for (int p = 0; p < ENG_NPROV; p++)
+        if (ctx->data_tp[p]) {
+            st = tp_mr_reg(ctx->data_tp[p], a->out, bytes ? bytes : 64,
+                           TP_ACCESS_LOCAL, &a->out_mr[p]);
+            if (st != STRATA_OK)
+                return st;
+        }
+    st = strata_reduce_pool_create(0, &a->upd.pool);
+    for (uint32_t i = 0; st == STRATA_OK && i < a->nparts; i++)
+        st = eng_apart_init(ctx, &a->parts[i]);
+    for (int w = 0; st == STRATA_OK && w < ctx->nworkers; w++)
+        if (a->links[w])
+            st = eng_send_slots(ctx, a->links[w]);
+    if (st != STRATA_OK)
+        return st;
+    atomic_store(&a->parts_ready, true);
+    eng_info("shard %u: %u partitions, %llu bytes, update %s", a->shard,
+             a->nparts, (unsigned long long)bytes, a->upd.ops->name);
+    return STRATA_OK;
+}
+
+static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
+{
+    eng_agg_t *a = ctx->agg;
+    uint64_t bytes = 2 * a->layout->shard_bytes[a->shard];
+    l->qcap = 2 * a->nparts + 1;
+    l->q = eng_calloc(l->qcap, sizeof(*l->q));
+    l->dst = eng_calloc(a->npieces ? a->npieces : 1, sizeof(*l->dst));
+    if (!l->q || !l->dst)
+        return STRATA_ERR_NOMEM;
+    tp_rdesc_t d;
+    strata_status_t st =
+        tp_mem_alloc(l->peer.tp, bytes ? bytes : 64, TP_ACCESS_REMOTE_WRITE,
+                     &l->slots, &l->slots_mr);
+    if (st == STRATA_OK)
+        st = tp_mr_export(l->slots_mr, l->peer.ep, &d);
+    if (st != STRATA_OK)
+        return st;
+    unsigned char buf[64];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_SLOTS);
+    eng_put_u64(&m, d.addr);
+    eng_put_u64(&m, d.len);
+    eng_put_u64(&m, d.key);
+    l->slots_sent = true;
+    return eng_send(ctx, &l->peer, &m, NULL);
+}
+
+void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    strata_status_t st = STRATA_OK;
+    if (type == ENG_MSG_LAYOUT || type == ENG_MSG_TENSORS)
+        st = eng_layout_rx_msg(&a->lrx, type, r, "the coordinator");
+    else if (type == ENG_MSG_LAYOUT_OK && a->lrx.complete && !a->layout)
+        st = eng_shard_setup(ctx);
+    else
+        st = STRATA_ERR_PROTO;
+    if (st != STRATA_OK)
+        eng_fail(ctx, st,
+                 "cannot take the layout from the coordinator "
+                 "(message %s): %s",
+                 eng_msg_name(type), strata_strerror(st));
+}
+
+/* ---- serving the model ---- */
+
+static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
+{
+    eng_agg_t *a = ctx->agg;
+    const eng_layout_t *lay = a->layout;
+    while (l->qlen > 0) {
+        const eng_send_item_t *e = &l->q[l->qhead];
+        eng_apart_t *ap = &a->parts[e->part];
+        const eng_partition_t *part = ap->part;
+        while (l->qpiece < part->npieces) {
+            uint32_t k = part->first_piece + l->qpiece;
+            const eng_piece_t *pc = &lay->pieces[k];
+            const eng_dst_t *d = &l->dst[a->piece_local[k]];
+            bool last = l->qpiece + 1 == part->npieces;
+            strata_status_t st = tp_write(
+                l->peer.ep, a->out_mr[eng_prov_index(tp_name(l->peer.tp))],
+                part->shard_off + pc->part_off, &d->d, d->off, pc->len,
+                eng_imm(ENG_IMM_MODEL, e->clock, ap->index),
+                last ? TP_WRITE_IMM : 0,
+                (void *)((uintptr_t)(l->widx + 1) << 32 | e->part));
+            if (st == STRATA_ERR_AGAIN)
+                return;
+            if (st != STRATA_OK) {
+                char who[200];
+                eng_fail(ctx, st, "writing the model to %s failed: %s",
+                         eng_peer_str(&l->peer, who, sizeof(who)),
+                         strata_strerror(st));
+                return;
+            }
+            atomic_fetch_add_explicit(&ctx->cnt.bytes_pulled, pc->len,
+                                      memory_order_relaxed);
+            l->qpiece++;
+        }
+        l->qpiece = 0;
+        l->qhead = (l->qhead + 1) % l->qcap;
+        l->qlen--;
+        atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);
+    }
+}
+
+/* Worker w may get the partition for its newest wanted clock, or else for
+ * the one after what it last got. */
+static void eng_serve_one(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t i, int w)
+{
+    eng_agg_t *a = ctx->agg;
+    eng_wlink_t *l = a->links[w];
+    if (!ap->initialized || !l || !l->params_ready || l->left ||
+        ap->want[w] <= ap->served[w])
+        return;
+    int64_t c = ap->want[w];
+    if (!eng_tracker_may_pull(ap->tracker, (uint32_t)w, c)) {
+        c = ap->served[w] + 1;
+        if (c == ap->want[w] ||
+            !eng_tracker_may_pull(ap->tracker, (uint32_t)w, c))
+            return;
+    }
+    if (ap->served[w] < 0)
+        ap->unserved--;
+    ap->served[w] = c;
+    uint64_t version = eng_tracker_version(ap->tracker);
+    eng_tracker_note_pull(ap->tracker, (uint32_t)w, version);
+    eng_tracker_note_group_pull(ap->tracker, ctx->policy->group_of[w], version);
+    l->q[(l->qhead + l->qlen++) % l->qcap] =
+        (eng_send_item_t){.part = i, .clock = c};
+    ap->inflight += ap->part->npieces;
+    eng_wlink_post(ctx, l);
+}
+
+static void eng_serve(strata_ctx_t *ctx, uint32_t i)
+{
+    eng_apart_t *ap = &ctx->agg->parts[i];
+    for (int w = 0; w < ctx->nworkers; w++)
+        eng_serve_one(ctx, ap, i, w);
+}
+
+/* ---- reducing ---- */
+
+static void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l,
+                      const eng_apart_t *ap, int64_t clock)
+{
+    return (char *)l->slots +
+           (uint64_t)(clock & 1) * a->layout->shard_bytes[a->shard] +
+           ap->part->shard_off;
+}
+
+/* Group g's next clock on the partition, if every live member landed it:
+ * the sources (members that pushed it, left or not) in srcs. */
+static bool eng_group_ready(eng_agg_t *a, eng_apart_t *ap, uint32_t g,
+                            int64_t *clock_out, const void **srcs,
+                            size_t *nsrc_out)
+{
+    int64_t c = eng_tracker_group_clock(ap->tracker, g);
+    size_t n = 0;
+    for (uint32_t k = 0; k < a->nmembers[g]; k++) {
+        uint32_t w = a->members[g][k];
+        if (ap->arrived[w] >= c)
+            srcs[n++] = eng_slot(a, a->links[w], ap, c);
+        else if (!a->dropped[w])
+            return false;
+    }
+    *clock_out = c;
+    *nsrc_out = n;
+    return n > 0;
+}
+
+static void eng_reduce_group(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
+                             int64_t c, const void **srcs, size_t n)
+{
+    eng_agg_t *a = ctx->agg;
+    void *out = (char *)a->out + ap->part->shard_off;
+    uint64_t t0 = eng_now_ns();
+    strata_status_t st = a->upd.ops->apply(
+        &a->upd, ap->part->dtype, out, ap->momentum, srcs, n, ap->part->count);
+    uint64_t t1 = eng_now_ns();
+    if (st == STRATA_OK)
+        st = eng_tracker_record_group_update(ap->tracker, g, NULL, NULL);
+    if (st == STRATA_OK)
+        st = eng_tracker_advance_group(ap->tracker, g, c + 1);
+    if (st != STRATA_OK) {
+        eng_fail(ctx, st,
+                 "updating partition %u for group %u at clock %lld "
+                 "failed: %s",
+                 ap->index, g, (long long)c, strata_strerror(st));
+        return;
+    }
+    atomic_fetch_add_explicit(&ctx->cnt.reductions, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->cnt.reduce_ns, t1 - t0,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->cnt.updates, 1, memory_order_relaxed);
+}
+
+/* Apply every group clock that is complete, unless model writes are still
+ * reading the partition, or a worker has not had the initial model yet
+ * (every worker starts from the same one); then serve the partition. */
+static void eng_try_reduce(strata_ctx_t *ctx, uint32_t i)
+{
+    eng_agg_t *a = ctx->agg;
+    eng_apart_t *ap = &a->parts[i];
+    bool progress = true;
+    while (progress && ap->inflight == 0 && ap->unserved == 0 &&
+           !eng_fatal(ctx)) {
+        progress = false;
+        for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {
+            int64_t c;
+            size_t n;
+            if (ap->inflight > 0 || !eng_group_ready(a, ap, g, &c, a->srcs, &n))
+                continue;
+            eng_reduce_group(ctx, ap, g, c, a->srcs, n);
+            eng_serve(ctx, i);
+            progress = true;
+        }
+    }
+}
+
+void eng_agg_on_write_done(strata_ctx_t *ctx, void *op_ctx,
+                           strata_status_t status)
+{
+    eng_agg_t *a = ctx->agg;
+    int w = (int)((uintptr_t)op_ctx >> 32) - 1;
+    uint32_t i = (uint32_t)(uintptr_t)op_ctx;
+    if (status != STRATA_OK && !a->links[w]->left) {
+        char who[200];
+        eng_fail_soon(ctx, status, "a model write to %s failed: %s",
+                      eng_peer_str(&a->links[w]->peer, who, sizeof(who)),
+                      strata_strerror(status));
+        return;
+    }
+    if (--a->parts[i].inflight == 0)
+        eng_try_reduce(ctx, i);
+}
+
+/* ---- arrivals ---- */
+
+/* The first worker's parameters, the initial model: copied as they are
+ * into the out buffer. */
+static void eng_on_init(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i)
+{
+    eng_agg_t *a = ctx->agg;
+    eng_apart_t *ap = &a->parts[i];
+    memcpy((char *)a->out + ap->part->shard_off, eng_slot(a, l, ap, 0),
+           ap->part->bytes);
+    ap->initialized = true;
+    a->ninit++;
+    eng_serve(ctx, i);
+}
+
+static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
+                        uint32_t imm)
+{
+    eng_apart_t *ap = &ctx->agg->parts[i];
+    int64_t c = ap->arrived[l->widx] + 1;
+    char who[200];
+    if (!eng_imm_clock_is(imm, c) || !ap->initialized) {
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "gradients for partition %u from %s carry clock bits %u, "
+                 "expected clock %lld%s",
+                 ap->index, eng_peer_str(&l->peer, who, sizeof(who)),
+                 (imm >> 22) & ENG_IMM_CLOCK_MASK, (long long)c,
+                 ap->initialized ? "" : " after the initial model");
+        return;
+    }
+    ap->arrived[l->widx] = c;
+    atomic_fetch_add_explicit(&ctx->cnt.pushes, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->cnt.bytes_pushed, ap->part->bytes,
+                              memory_order_relaxed);
+    if (ap->want[l->widx] < c + 1)
+        ap->want[l->widx] = c + 1; /* pushing c asks for c + 1 */
+    eng_try_reduce(ctx, i);
+}
+
+void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
+                    uint32_t len)
+{
+    eng_agg_t *a = ctx->agg;
+    eng_wlink_t *l = peer->owner;
+    uint32_t i = eng_imm_part(imm);
+    unsigned kind = eng_imm_kind(imm);
+    bool ok = l->widx >= 0 && a->layout && i < a->nparts;
+    if (ok && kind == ENG_IMM_GRAD)
+        eng_on_grad(ctx, l, i, imm);
+    else if (ok && kind == ENG_IMM_INIT && l->widx == 0 &&
+             !a->parts[i].initialized)
+        eng_on_init(ctx, l, i);
+    else {
+        char who[200];
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "unexpected write (immediate 0x%08x, %u bytes) from %s", imm,
+                 len, eng_peer_str(peer, who, sizeof(who)));
+    }
+}
+
+/* ---- messages from workers ---- */
+
+static bool eng_on_params(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    while (!r->bad && r->pos < r->len) {
+        uint32_t k = eng_get_u32(r);
+        eng_dst_t d = {.d = {.addr = eng_get_u64(r),
+                             .len = eng_get_u64(r),
+                             .key = eng_get_u64(r)},
+                       .off = eng_get_u64(r)};
+        if (r->bad || k >= a->layout->npieces || a->piece_local[k] < 0)
+            return false;
+        l->dst[a->piece_local[k]] = d;
+        l->ndst++;
+    }
+    return eng_rbuf_ok(r);
+}
+
+/* A worker that left gets no more writes: what was queued for it no longer
+ * holds its partitions. */
+static void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
+{
+    eng_agg_t *a = ctx->agg;
+    for (; l->qlen > 0; l->qlen--, l->qhead = (l->qhead + 1) % l->qcap) {
+        eng_apart_t *ap = &a->parts[l->q[l->qhead].part];
+        ap->inflight -= ap->part->npieces - l->qpiece;
+        l->qpiece = 0;
+        if (ap->inflight == 0)
+            eng_try_reduce(ctx, l->q[l->qhead].part);
+    }
+}
+
+static void eng_drop_worker(strata_ctx_t *ctx, int w)
+{
+    eng_agg_t *a = ctx->agg;
+    if (a->dropped[w])
+        return;
+    a->dropped[w] = true;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        eng_tracker_drop_worker(a->parts[i].tracker, (uint32_t)w);
+        if (a->parts[i].served[w] < 0 && a->parts[i].unserved > 0) {
+            a->parts[i].served[w] = 0;
+            a->parts[i].unserved--;
+        }
+    }
+    for (uint32_t i = 0; i < a->nparts; i++)
+        eng_try_reduce(ctx, i);
+}
+
+void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                     eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    eng_wlink_t *l = peer->owner;
+    bool ok = type == ENG_MSG_JOIN || (l->widx >= 0 && l->slots_sent);
+    if (ok && type == ENG_MSG_JOIN) {
+        eng_on_join(ctx, l, r);
+        return;
+    }
+    if (ok && type == ENG_MSG_PARAMS && !l->params_ready &&
+        eng_on_params(ctx, l, r))
+        return;
+    if (ok && type == ENG_MSG_PARAMS_END && eng_rbuf_ok(r) &&
+        l->ndst == a->npieces && !l->params_ready) {
+        l->params_ready = true;
+        for (uint32_t i = 0; i < a->nparts; i++)
+            eng_serve_one(ctx, &a->parts[i], i, l->widx);
+        return;
+    }
+    if (type == ENG_MSG_LEAVE && l->widx >= 0 && eng_rbuf_ok(r) && !l->left) {
+        l->left = true;
+        peer->left = true;
+        eng_wlink_forget(ctx, l);
+        if (++a->nleft == ctx->nworkers)
+            eng_gate_raise(&ctx->served, 1);
+        eng_drop_worker(ctx, l->widx);
+        return;
+    }
+    char who[200];
+    eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed %s from %s",
+             eng_msg_name(type), eng_peer_str(peer, who, sizeof(who)));
+}
+
+void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                             strata_status_t status)
+{
+    char who[200];
+    eng_peer_str(peer, who, sizeof(who));
+    tp_ep_close(peer->ep);
+    eng_backlog_drop(ctx, peer);
+    peer->ep = NULL;
+    eng_wlink_t *l = peer->owner;
+    if (peer->left || l->widx < 0) /* a stray connection is no failure */
+        return;
+    eng_fail_soon(ctx, STRATA_ERR_PEER,
+                  "%s disconnected before finalizing (killed, or its network "
+                  "failed): %s",
+                  who,
+                  status == STRATA_OK ? "it closed the connection"
+                                      : strata_strerror(status));
+}
+
+/* ---- finalizing ---- */
+
+static void eng_agg_close(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    for (eng_wlink_t *l = a->accepted; l; l = l->next)
+        if (l->peer.ep) {
+            l->peer.left = true;
+            tp_ep_close(l->peer.ep);
+            eng_backlog_drop(ctx, &l->peer);
+            l->peer.ep = NULL;
+        }
+    for (int p = 0; p < ENG_NPROV; p++)
+        if (ctx->data_listener[p]) {
+            tp_listener_close(ctx->data_listener[p]);
+            ctx->data_listener[p] = NULL;
+        }
+}
+
+/* BYE to the coordinator once every worker left; rank 0 then waits for
+ * every rank's BYE before closing. */
+static void eng_agg_leave(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    strata_status_t st = eng_fatal(ctx);
+    if (st == STRATA_OK && !a->bye_sent) {
+        if (a->nleft < ctx->nworkers)
+            return;
+        st = eng_boot_bye(ctx, &a->sends_pending);
+        if (st != STRATA_OK)
+            eng_fail(ctx, st, "cannot say goodbye: %s", strata_strerror(st));
+        a->bye_sent = true;
+        ctx->bye_sent = true;
+        return;
+    }
+    if (st == STRATA_OK &&
+        (a->sends_pending > 0 || (ctx->coord && !eng_coord_done(ctx))))
+        return;
+    eng_agg_close(ctx);
+    a->leaving = false;
+    eng_req_complete(ctx, a->finish_req, st);
+    a->finish_req = NULL;
+}
+
+void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
+{
+    if (cmd->type == ENG_CMD_FINALIZE) {
+        ctx->agg->finish_req = cmd->req;
+        ctx->agg->leaving = true;
+        return;
+    }
+    eng_error("this operation is for workers; rank %d is an aggregator",
+              ctx->rank);
+    eng_req_complete(ctx, cmd->req, STRATA_ERR_STATE);
+}
+
+void eng_agg_flush(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    for (int w = 0; a->layout && w < ctx->nworkers; w++)
+        if (a->links[w] && a->links[w]->qlen > 0)
+            eng_wlink_post(ctx, a->links[w]);
+    if (a->leaving)
+        eng_agg_leave(ctx);
+}
+
+/* ---- metrics ---- */
+
+int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g)
+{
+    eng_agg_t *a = ctx->agg;
+    if (!atomic_load(&a->parts_ready) || a->nparts == 0)
+        return 0;
+    int64_t c = INT64_MAX;
+    for (uint32_t i = 0; i < a->nparts; i++)
+        c = eng_min64(c, eng_tracker_group_clock(a->parts[i].tracker, g));
+    return c;
+}
+
+void eng_agg_staleness(strata_ctx_t *ctx, uint64_t *hist, size_t nbuckets)
+{
+    eng_agg_t *a = ctx->agg;
+    memset(hist, 0, nbuckets * sizeof(*hist));
+    if (!atomic_load(&a->parts_ready))
+        return;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        eng_tracker_stats_t s;
+        eng_tracker_stats(a->parts[i].tracker, &s);
+        for (size_t b = 0; b < ENG_TRACKER_HIST_BUCKETS; b++)
+            hist[b < nbuckets ? b : nbuckets - 1] += s.hist[b];
+    }
+}
+
+/* ---- teardown ---- */
+
+static void eng_wlink_free(eng_wlink_t *l)
+{
+    if (l->slots_mr)
+        tp_mr_dereg(l->slots_mr);
+    eng_free(l->q);
+    eng_free(l->dst);
+    eng_free(l);
+}
+
+void eng_agg_free(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    if (!a)
+        return;
+    eng_agg_close(ctx);
+    while (a->accepted) {
+        eng_wlink_t *l = a->accepted;
+        a->accepted = l->next;
+        eng_wlink_free(l);
+    }
+    for (uint32_t i = 0; a->parts && i < a->nparts; i++) {
+        eng_apart_t *ap = &a->parts[i];
+        eng_tracker_destroy(ap->tracker);
+        eng_free(ap->arrived);
+        eng_free(ap->want);
+        eng_free(ap->served);
+        eng_free(ap->momentum);
+    }
+    for (int p = 0; p < ENG_NPROV; p++)
+        if (a->out_mr[p])
+            tp_mr_dereg(a->out_mr[p]);
+    if (a->upd.pool)
+        strata_reduce_pool_destroy(a->upd.pool);
+    for (uint32_t g = 0; a->members && g < ctx->policy->ngroups; g++)
+        eng_free(a->members[g]);
+    eng_free(a->members);
+    eng_free(a->nmembers);
+    eng_free(a->upd.scratch);
+    eng_free(a->out);
+    eng_free(a->parts);
+    eng_free(a->piece_local);
+    eng_free(a->links);
+    eng_free(a->dropped);
+    eng_free(a->srcs);
+    eng_layout_rx_free(&a->lrx);
+    eng_layout_free(a->layout);
+    eng_free(a);
+    ctx->agg = NULL;
+}

@@ -1,0 +1,398 @@
+/*
+ * Joining the job. Every rank connects to the coordinator (rank 0) over the
+ * tcp transport, whose handshake proves the job secret, and says HELLO: its
+ * rank, host, the settings every rank must share and, for aggregators, the
+ * addresses it listens on. Once every rank has, the coordinator sends each
+ * one the aggregators' addresses (AGG_INFO) and WELCOME; workers then connect
+ * to the aggregators. Connecting to a coordinator that is not listening yet
+ * is retried, with backoff, until STRATA_TIMEOUT_MS.
+ */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/alloc.h"
+#include "engine/log.h"
+
+#define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
+#define ENG_PROTO_VERSION 1
+
+/* Settings that must be the same on every rank. */
+static const eng_cfg_key_t eng_shared_keys[] = {
+    ENG_CFG_POLICY,       ENG_CFG_STALENESS, ENG_CFG_PARTITION_BYTES,
+    ENG_CFG_OPTIMIZER,    ENG_CFG_LR,        ENG_CFG_MOMENTUM,
+    ENG_CFG_WEIGHT_DECAY,
+};
+#define ENG_NSHARED (sizeof(eng_shared_keys) / sizeof(*eng_shared_keys))
+
+/* ---- preparing (application thread) ---- */
+
+static void eng_host_id(char *buf, size_t len)
+{
+    char host[64] = "?", boot[40] = "";
+    gethostname(host, sizeof(host) - 1);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (f) {
+        if (!fgets(boot, sizeof(boot), f))
+            boot[0] = '\0';
+        fclose(f);
+        boot[strcspn(boot, "\n")] = '\0';
+    }
+    snprintf(buf, len, "%s/%s", host, boot);
+}
+
+/* host:port to bind: STRATA_HOST if set, else every interface. */
+static void eng_bind_addr(const strata_ctx_t *ctx, int port, char *buf,
+                          size_t len)
+{
+    const char *host = eng_config_str(ctx->cfg, ENG_CFG_HOST);
+    snprintf(buf, len, "%s:%d", host, port);
+}
+
+/* Write the coordinator's address where the other ranks look for it,
+ * atomically (a reader sees the old file or the whole new one). */
+static strata_status_t eng_publish_coord(const char *path, const char *addr)
+{
+    char tmp[ENG_ADDR_MAX + 16];
+    snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%s\n", addr) < 0 || fclose(f) != 0) {
+        eng_error("cannot write the coordinator's address to "
+                  "STRATA_COORD_FILE=%s: %s",
+                  path, strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    if (rename(tmp, path) != 0) {
+        eng_error("cannot rename %s to STRATA_COORD_FILE=%s: %s", tmp, path,
+                  strerror(errno));
+        unlink(tmp);
+        return STRATA_ERR_IO;
+    }
+    return STRATA_OK;
+}
+
+static strata_status_t eng_listen_coord(strata_ctx_t *ctx)
+{
+    char bind[ENG_ADDR_MAX + 8];
+    int port = 0;
+    if (ctx->launch.coord[0])
+        port = atoi(strrchr(ctx->launch.coord, ':') + 1);
+    eng_bind_addr(ctx, port, bind, sizeof(bind));
+    strata_status_t st = tp_listen(ctx->coord_tp, bind, &ctx->coord_listener);
+    if (st != STRATA_OK)
+        return st;
+    snprintf(ctx->coord_addr, sizeof(ctx->coord_addr), "%s",
+             tp_listener_addr(ctx->coord_listener));
+    eng_info("coordinator listening on %s", ctx->coord_addr);
+    if (ctx->launch.coord_file[0])
+        return eng_publish_coord(ctx->launch.coord_file, ctx->coord_addr);
+    return STRATA_OK;
+}
+
+/* Aggregators listen on every provider a worker may pick. */
+static strata_status_t eng_listen_data(strata_ctx_t *ctx)
+{
+    int forced = (int)eng_config_int(ctx->cfg, ENG_CFG_TRANSPORT) - 1;
+    for (int i = 0; i < ENG_NPROV; i++) {
+        if (forced >= 0 ? i != eng_prov_index(tp_select(ctx->cfg, false))
+                        : i != ENG_PROV_TCP && !tp_available(eng_prov_names[i]))
+            continue;
+        strata_status_t st =
+            tp_open(eng_prov_names[i], ctx->cfg, &ctx->data_tp[i]);
+        if (st != STRATA_OK)
+            return st;
+        char bind[ENG_ADDR_MAX + 8];
+        eng_bind_addr(ctx, 0, bind, sizeof(bind));
+        st = tp_listen(ctx->data_tp[i], i == ENG_PROV_TCP ? bind : NULL,
+                       &ctx->data_listener[i]);
+        if (st != STRATA_OK)
+            return st;
+        eng_info("aggregator listening on %s %s", eng_prov_names[i],
+                 tp_listener_addr(ctx->data_listener[i]));
+    }
+    return STRATA_OK;
+}
+
+strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
+{
+    eng_host_id(ctx->host_id, sizeof(ctx->host_id));
+    ctx->coord_peer = (eng_peer_t){.kind = ENG_PEER_COORD, .rank = 0};
+    ctx->join_deadline_ns = eng_now_ns() + (uint64_t)ctx->timeout_ms * 1000000u;
+    ctx->join_last_error = STRATA_ERR_TIMEOUT;
+    strata_status_t st = tp_open("tcp", ctx->cfg, &ctx->coord_tp);
+    if (st == STRATA_OK && ctx->rank == 0)
+        st = eng_listen_coord(ctx);
+    else if (st == STRATA_OK && ctx->launch.coord[0])
+        snprintf(ctx->coord_addr, sizeof(ctx->coord_addr), "%s",
+                 ctx->launch.coord);
+    if (st == STRATA_OK && ctx->role == STRATA_ROLE_AGGREGATOR)
+        st = eng_listen_data(ctx);
+    if (st != STRATA_OK)
+        return st;
+    ctx->roster = eng_calloc(1, sizeof(*ctx->roster));
+    if (ctx->roster)
+        ctx->roster->aggs =
+            eng_calloc((size_t)ctx->naggs, sizeof(*ctx->roster->aggs));
+    if (!ctx->roster || !ctx->roster->aggs) {
+        eng_error("out of memory for the roster of %d aggregators", ctx->naggs);
+        return STRATA_ERR_NOMEM;
+    }
+    ctx->roster->naggs = ctx->naggs;
+    return STRATA_OK;
+}
+
+void eng_boot_free(strata_ctx_t *ctx)
+{
+    if (ctx->roster)
+        eng_free(ctx->roster->aggs);
+    eng_free(ctx->roster);
+    ctx->roster = NULL;
+    if (ctx->rank == 0 && ctx->launch.coord_file[0])
+        unlink(ctx->launch.coord_file);
+}
+
+/* ---- connecting (progress thread) ---- */
+
+/* The address rank 0 published; false while there is none yet. */
+static bool eng_read_coord_file(strata_ctx_t *ctx)
+{
+    FILE *f = fopen(ctx->launch.coord_file, "r");
+    if (!f)
+        return false;
+    char line[ENG_ADDR_MAX];
+    bool ok = fgets(line, sizeof(line), f) != NULL;
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (!ok || !strchr(line, ':'))
+        return false;
+    snprintf(ctx->coord_addr, sizeof(ctx->coord_addr), "%s", line);
+    return true;
+}
+
+/* Retry after a backoff that doubles from 10 ms to 1 s, or at the deadline;
+ * once connected, the timer stays armed for the deadline. */
+static void eng_boot_later(strata_ctx_t *ctx, bool backoff)
+{
+    uint64_t now = eng_now_ns();
+    uint64_t left =
+        ctx->join_deadline_ns > now ? ctx->join_deadline_ns - now : 0;
+    uint64_t delay = left;
+    if (backoff) {
+        ctx->join_backoff_ms =
+            ctx->join_backoff_ms ? ctx->join_backoff_ms * 2 : 10;
+        if (ctx->join_backoff_ms > 1000)
+            ctx->join_backoff_ms = 1000;
+        delay = (uint64_t)ctx->join_backoff_ms * 1000000u;
+    }
+    ctx->retry_at_ns = now + (delay < left ? delay : left);
+}
+
+/* The deadline passed without the job coming together: say what is
+ * missing, as precisely as this rank knows. */
+static void eng_boot_expired(strata_ctx_t *ctx)
+{
+    if (ctx->coord && eng_coord_missing(ctx))
+        return; /* the coordinator named the missing ranks */
+    if (!ctx->coord_peer.up) {
+        const char *where =
+            ctx->coord_addr[0] ? ctx->coord_addr : ctx->launch.coord_file;
+        eng_fail(ctx, ctx->join_last_error,
+                 "cannot join the job: the coordinator at %s did not "
+                 "accept us within STRATA_TIMEOUT_MS=%d (last error: %s)",
+                 where, ctx->timeout_ms, strata_strerror(ctx->join_last_error));
+        return;
+    }
+    /* The coordinator, whose deadline is the same, names what is missing;
+     * this is what we say if it does not. */
+    eng_fail_soon(ctx, STRATA_ERR_TIMEOUT,
+                  "the job did not come together within "
+                  "STRATA_TIMEOUT_MS=%d: %s",
+                  ctx->timeout_ms,
+                  ctx->roster->nreceived < ctx->naggs
+                      ? "the coordinator is still waiting for other ranks"
+                      : "the data connections are not all up");
+}
+
+void eng_boot_retry(strata_ctx_t *ctx)
+{
+    if (eng_fatal(ctx) || eng_gate_load(&ctx->joined) > 0)
+        return;
+    if (eng_now_ns() >= ctx->join_deadline_ns) {
+        eng_boot_expired(ctx);
+        return;
+    }
+    if (ctx->coord_peer.ep) {
+        eng_boot_later(ctx, false);
+        return;
+    }
+    if (ctx->rank != 0 && ctx->launch.coord_file[0] &&
+        !eng_read_coord_file(ctx)) {
+        eng_boot_later(ctx, true);
+        return;
+    }
+    strata_status_t st = tp_connect(ctx->coord_tp, ctx->coord_addr,
+                                    &ctx->coord_peer, &ctx->coord_peer.ep);
+    if (st != STRATA_OK) {
+        ctx->coord_peer.ep = NULL;
+        ctx->join_last_error = st;
+        eng_boot_later(ctx, true);
+    }
+}
+
+static strata_status_t eng_send_hello(strata_ctx_t *ctx)
+{
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_HELLO);
+    eng_put_u32(&w, ENG_HELLO_MAGIC);
+    eng_put_u16(&w, ENG_PROTO_VERSION);
+    eng_put_u32(&w, (uint32_t)ctx->rank);
+    eng_put_u32(&w, (uint32_t)ctx->size);
+    eng_put_u32(&w, (uint32_t)ctx->naggs);
+    eng_put_u32(&w, (uint32_t)getpid());
+    eng_put_str(&w, ctx->host_id);
+    eng_put_u16(&w, ENG_NSHARED);
+    for (size_t i = 0; i < ENG_NSHARED; i++) {
+        eng_cfg_key_t k = eng_shared_keys[i];
+        eng_put_u16(&w, (uint16_t)k);
+        eng_put_u64(&w, (uint64_t)eng_config_int(ctx->cfg, k));
+        eng_put_f64(&w, eng_config_double(ctx->cfg, k));
+        eng_put_str(&w, eng_config_str(ctx->cfg, k));
+    }
+    uint8_t n = 0;
+    for (int i = 0; i < ENG_NPROV; i++)
+        n += ctx->data_listener[i] != NULL;
+    eng_put_u8(&w, n);
+    for (int i = 0; i < ENG_NPROV; i++)
+        if (ctx->data_listener[i]) {
+            eng_put_u8(&w, (uint8_t)i);
+            eng_put_str(&w, tp_listener_addr(ctx->data_listener[i]));
+        }
+    return eng_send(ctx, &ctx->coord_peer, &w, NULL);
+}
+
+void eng_boot_on_connected(strata_ctx_t *ctx, strata_status_t status)
+{
+    if (status == STRATA_OK) {
+        ctx->coord_peer.up = true;
+        status = eng_send_hello(ctx);
+        if (status == STRATA_OK) {
+            eng_boot_later(ctx, false); /* the deadline still holds */
+            return;
+        }
+    }
+    eng_debug("connecting to the coordinator at %s: %s", ctx->coord_addr,
+              strata_strerror(status));
+    ctx->join_last_error = status;
+    tp_ep_close(ctx->coord_peer.ep);
+    ctx->coord_peer.ep = NULL;
+    ctx->coord_peer.up = false;
+    eng_boot_later(ctx, true);
+}
+
+/* ---- what the coordinator says ---- */
+
+static void eng_on_agg_info(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_roster_t *ro = ctx->roster;
+    int rank = (int)eng_get_u32(r);
+    eng_agg_info_t info = {.rank = rank};
+    eng_get_str(r, info.host_id, sizeof(info.host_id));
+    unsigned n = eng_get_u8(r);
+    for (unsigned i = 0; i < n && !r->bad; i++) {
+        unsigned prov = eng_get_u8(r);
+        char addr[ENG_ADDR_MAX];
+        eng_get_str(r, addr, sizeof(addr));
+        if (prov < ENG_NPROV)
+            snprintf(info.addr[prov], sizeof(info.addr[prov]), "%s", addr);
+        else
+            r->bad = true;
+    }
+    if (!eng_rbuf_ok(r) || rank < 0 || rank >= ro->naggs) {
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "malformed AGG_INFO from the coordinator");
+        return;
+    }
+    ro->aggs[rank] = info;
+    ro->nreceived++;
+}
+
+static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    int local_rank = (int)eng_get_u32(r);
+    if (!eng_rbuf_ok(r) || ctx->roster->nreceived != ctx->naggs) {
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "malformed WELCOME from the coordinator (%d of %d "
+                 "aggregators described)",
+                 ctx->roster->nreceived, ctx->naggs);
+        return;
+    }
+    if (ctx->launch.local_rank < 0)
+        atomic_store(&ctx->local_rank, local_rank);
+    eng_debug("welcomed: local rank %d", local_rank);
+    if (ctx->worker) {
+        strata_status_t st = eng_worker_connect(ctx);
+        if (st != STRATA_OK)
+            eng_fail(ctx, st, "cannot connect to the aggregators: %s",
+                     strata_strerror(st));
+    }
+}
+
+void eng_boot_on_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
+{
+    char reason[TP_MSG_MAX];
+    switch (type) {
+    case ENG_MSG_AGG_INFO:
+        eng_on_agg_info(ctx, r);
+        break;
+    case ENG_MSG_WELCOME:
+        eng_on_welcome(ctx, r);
+        break;
+    case ENG_MSG_ABORT: {
+        strata_status_t st = (strata_status_t)eng_get_u16(r);
+        eng_get_str(r, reason, sizeof(reason));
+        if (st == STRATA_OK)
+            st = STRATA_ERR_PEER;
+        eng_fail(ctx, st, "the job failed: %s", reason);
+        break;
+    }
+    default:
+        if (ctx->worker)
+            eng_worker_on_coord_recv(ctx, type, r);
+        else
+            eng_agg_on_coord_recv(ctx, type, r);
+    }
+}
+
+void eng_boot_on_disconnected(strata_ctx_t *ctx, strata_status_t status)
+{
+    tp_ep_close(ctx->coord_peer.ep);
+    ctx->coord_peer.ep = NULL;
+    ctx->coord_peer.up = false;
+    if (ctx->bye_sent)
+        return;
+    eng_fail(ctx, STRATA_ERR_PEER, "lost the coordinator (rank 0 at %s): %s",
+             ctx->coord_addr,
+             status == STRATA_OK ? "it closed the connection"
+                                 : strata_strerror(status));
+}
+
+strata_status_t eng_boot_bye(strata_ctx_t *ctx, uint32_t *pending)
+{
+    unsigned char buf[TP_MSG_MAX];
+    char json[TP_MSG_MAX - 16];
+    if (eng_metrics_json(ctx, json, sizeof(json)) == 0)
+        json[0] = '\0';
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_BYE);
+    eng_put_str(&w, json);
+    (*pending)++;
+    strata_status_t st = eng_send(ctx, &ctx->coord_peer, &w, pending);
+    if (st != STRATA_OK)
+        (*pending)--;
+    return st;
+}

@@ -1,0 +1,438 @@
+/*
+ * The coordinator, run by rank 0's progress thread. It admits ranks (HELLO:
+ * right job size, settings every rank shares, no rank twice), hands out the
+ * roster once all are in, checks that every worker registered the layout of
+ * the first worker and sends that layout to the aggregators, collects BYE
+ * (with each rank's metrics), and turns any rank's unannounced disconnect
+ * into an ABORT of the whole job.
+ */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/alloc.h"
+#include "engine/layout_wire.h"
+#include "engine/log.h"
+
+#define ENG_HELLO_MAGIC 0x53545241u
+#define ENG_PROTO_VERSION 1
+
+typedef struct eng_member {
+    eng_peer_t peer;
+    struct eng_member *next; /* every accepted connection */
+    bool hello, bye;
+    int pid;
+    char host_id[ENG_HOST_ID_MAX];
+    eng_agg_info_t info;
+    eng_layout_rx_t layout;
+    bool layout_checked;
+    char *metrics; /* JSON from BYE */
+} eng_member_t;
+
+struct eng_coord {
+    eng_member_t *members;
+    eng_member_t **by_rank; /* [size], after HELLO */
+    int nhello, nbye, nlayouts;
+    bool layout_sent;
+};
+
+strata_status_t eng_coord_create(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = eng_calloc(1, sizeof(*c));
+    if (c)
+        c->by_rank = eng_calloc((size_t)ctx->size, sizeof(*c->by_rank));
+    if (!c || !c->by_rank) {
+        eng_error("out of memory for the coordinator of %d ranks", ctx->size);
+        eng_free(c);
+        return STRATA_ERR_NOMEM;
+    }
+    ctx->coord = c;
+    return STRATA_OK;
+}
+
+static const char *eng_member_str(const eng_member_t *m, char *buf, size_t len)
+{
+    if (!m->hello)
+        return eng_peer_str(&m->peer, buf, len);
+    /* host ids are hostname/boot id: the name is what people know */
+    snprintf(buf, len, "rank %d (pid %d on %.*s)", m->peer.rank, m->pid,
+             (int)strcspn(m->host_id, "/"), m->host_id);
+    return buf;
+}
+
+void eng_coord_free(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    if (!c)
+        return;
+    for (eng_member_t *m = c->members, *next; m; m = next) {
+        next = m->next;
+        if (m->peer.ep)
+            tp_ep_close(m->peer.ep);
+        eng_backlog_drop(ctx, &m->peer);
+        eng_layout_rx_free(&m->layout);
+        eng_free(m->metrics);
+        eng_free(m);
+    }
+    eng_free(c->by_rank);
+    eng_free(c);
+    ctx->coord = NULL;
+}
+
+void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep)
+{
+    eng_member_t *m = eng_calloc(1, sizeof(*m));
+    if (!m) {
+        eng_error("out of memory admitting %s", tp_ep_peer(ep));
+        tp_ep_close(ep);
+        return;
+    }
+    m->peer = (eng_peer_t){.kind = ENG_PEER_MEMBER,
+                           .rank = -1,
+                           .ep = ep,
+                           .tp = ctx->coord_tp,
+                           .up = true,
+                           .owner = m};
+    tp_ep_set_ctx(ep, &m->peer);
+    m->next = ctx->coord->members;
+    ctx->coord->members = m;
+}
+
+static void eng_send_abort(strata_ctx_t *ctx, eng_member_t *m,
+                           strata_status_t status, const char *reason)
+{
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_ABORT);
+    eng_put_u16(&w, (uint16_t)status);
+    char clipped[TP_MSG_MAX - 16];
+    snprintf(clipped, sizeof(clipped), "%s", reason);
+    eng_put_str(&w, clipped);
+    if (!m->peer.ep || m->bye)
+        return;
+    ctx->abort_pending++;
+    if (eng_send(ctx, &m->peer, &w, &ctx->abort_pending) != STRATA_OK)
+        ctx->abort_pending--;
+}
+
+void eng_coord_abort(strata_ctx_t *ctx, const char *reason)
+{
+    strata_status_t st = eng_fatal(ctx);
+    for (eng_member_t *m = ctx->coord->members; m; m = m->next)
+        if (m->peer.rank != 0) /* rank 0 shares this context */
+            eng_send_abort(ctx, m, st, reason);
+    if (ctx->abort_pending == 0)
+        eng_gate_raise(&ctx->flushed, 1);
+}
+
+bool eng_coord_missing(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    if (c->nhello == ctx->size)
+        return false;
+    char list[256] = "";
+    size_t len = 0;
+    int shown = 0;
+    for (int r = 0; r < ctx->size && len < sizeof(list) - 16; r++)
+        if (!c->by_rank[r] && shown++ < 16)
+            len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d",
+                                    shown > 1 ? ", " : "", r);
+    eng_fail(ctx, STRATA_ERR_TIMEOUT,
+             "%d of %d ranks did not join within STRATA_TIMEOUT_MS=%d "
+             "(ranks %s%s): not started, a different job secret, or the "
+             "coordinator's address is wrong for them",
+             ctx->size - c->nhello, ctx->size, ctx->timeout_ms, list,
+             shown > 16 ? ", ..." : "");
+    return true;
+}
+
+bool eng_coord_done(const strata_ctx_t *ctx)
+{
+    return ctx->coord->nbye == ctx->size;
+}
+
+/* ---- admission ---- */
+
+static bool eng_check_settings(strata_ctx_t *ctx, eng_member_t *m,
+                               eng_rbuf_t *r)
+{
+    unsigned n = eng_get_u16(r);
+    for (unsigned i = 0; i < n && !r->bad; i++) {
+        unsigned key = eng_get_u16(r);
+        int64_t iv = (int64_t)eng_get_u64(r);
+        double dv = eng_get_f64(r);
+        char raw[256];
+        eng_get_str(r, raw, sizeof(raw));
+        if (r->bad || key >= ENG_CFG__COUNT)
+            break;
+        if (iv == eng_config_int(ctx->cfg, key) &&
+            dv == eng_config_double(ctx->cfg, key))
+            continue;
+        char who[200];
+        eng_fail(ctx, STRATA_ERR_CONFIG,
+                 "settings differ between ranks: %s has %s=%s but rank 0 "
+                 "has %s",
+                 eng_member_str(m, who, sizeof(who)),
+                 eng_config_name((eng_cfg_key_t)key), raw,
+                 eng_config_str(ctx->cfg, key));
+        return false;
+    }
+    return true;
+}
+
+static bool eng_read_addrs(eng_member_t *m, eng_rbuf_t *r)
+{
+    unsigned n = eng_get_u8(r);
+    m->info.rank = m->peer.rank;
+    snprintf(m->info.host_id, sizeof(m->info.host_id), "%s", m->host_id);
+    for (unsigned i = 0; i < n && !r->bad; i++) {
+        unsigned prov = eng_get_u8(r);
+        char addr[ENG_ADDR_MAX];
+        eng_get_str(r, addr, sizeof(addr));
+        if (prov >= ENG_NPROV)
+            return false;
+        snprintf(m->info.addr[prov], sizeof(m->info.addr[prov]), "%s", addr);
+    }
+    return eng_rbuf_ok(r);
+}
+
+static void eng_send_roster(strata_ctx_t *ctx, eng_member_t *m)
+{
+    eng_coord_t *c = ctx->coord;
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t w;
+    for (int a = 0; a < ctx->naggs; a++) {
+        const eng_agg_info_t *info = &c->by_rank[a]->info;
+        eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_AGG_INFO);
+        eng_put_u32(&w, (uint32_t)a);
+        eng_put_str(&w, info->host_id);
+        uint8_t n = 0;
+        for (int i = 0; i < ENG_NPROV; i++)
+            n += info->addr[i][0] != '\0';
+        eng_put_u8(&w, n);
+        for (int i = 0; i < ENG_NPROV; i++)
+            if (info->addr[i][0]) {
+                eng_put_u8(&w, (uint8_t)i);
+                eng_put_str(&w, info->addr[i]);
+            }
+        eng_send(ctx, &m->peer, &w, NULL);
+    }
+    int local = 0;
+    for (int r = 0; r < m->peer.rank; r++)
+        local += strcmp(c->by_rank[r]->host_id, m->host_id) == 0;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_WELCOME);
+    eng_put_u32(&w, (uint32_t)local);
+    eng_send(ctx, &m->peer, &w, NULL);
+}
+
+static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    eng_coord_t *c = ctx->coord;
+    uint32_t magic = eng_get_u32(r);
+    unsigned version = eng_get_u16(r);
+    int rank = (int)eng_get_u32(r), size = (int)eng_get_u32(r);
+    int naggs = (int)eng_get_u32(r);
+    m->pid = (int)eng_get_u32(r);
+    eng_get_str(r, m->host_id, sizeof(m->host_id));
+    char who[200];
+    if (r->bad || magic != ENG_HELLO_MAGIC || version != ENG_PROTO_VERSION) {
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "%s sent a malformed HELLO (another program, or a "
+                 "different version of Strata)",
+                 eng_member_str(m, who, sizeof(who)));
+        return;
+    }
+    if (size != ctx->size || naggs != ctx->naggs || rank < 0 || rank >= size ||
+        c->by_rank[rank] || m->hello) {
+        eng_fail(ctx, STRATA_ERR_CONFIG,
+                 "%s (pid %d on %s) does not fit this job: it says rank %d "
+                 "of %d with %d aggregators, the job has %d ranks and %d "
+                 "aggregators%s",
+                 eng_peer_str(&m->peer, who, sizeof(who)), m->pid, m->host_id,
+                 rank, size, naggs, ctx->size, ctx->naggs,
+                 rank >= 0 && rank < ctx->size && c->by_rank[rank]
+                     ? ", and that rank has already joined"
+                     : "");
+        return;
+    }
+    m->peer.rank = rank;
+    m->hello = true;
+    if (!eng_check_settings(ctx, m, r))
+        return;
+    if (!eng_read_addrs(m, r)) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "%s sent a malformed HELLO",
+                 eng_member_str(m, who, sizeof(who)));
+        return;
+    }
+    c->by_rank[rank] = m;
+    eng_debug("%s joined (%d of %d)", eng_member_str(m, who, sizeof(who)),
+              c->nhello + 1, ctx->size);
+    if (++c->nhello == ctx->size)
+        for (int i = 0; i < ctx->size; i++)
+            eng_send_roster(ctx, c->by_rank[i]);
+}
+
+/* ---- layout ---- */
+
+static void eng_send_layout_ok(strata_ctx_t *ctx, eng_member_t *m)
+{
+    unsigned char buf[16];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_LAYOUT_OK);
+    eng_send(ctx, &m->peer, &w, NULL);
+}
+
+/* Every worker's layout is in and matches the first worker's: tell the
+ * aggregators the layout, then the workers that it is accepted. */
+static void eng_layout_accepted(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    const eng_layout_rx_t *ref = &c->by_rank[ctx->naggs]->layout;
+    for (int a = 0; a < ctx->naggs; a++) {
+        eng_member_t *m = c->by_rank[a];
+        eng_layout_send(ctx, &m->peer, ref->tensors, ref->ntensors,
+                        ref->partition_bytes);
+        eng_send_layout_ok(ctx, m);
+    }
+    for (int r = ctx->naggs; r < ctx->size; r++)
+        eng_send_layout_ok(ctx, c->by_rank[r]);
+    c->layout_sent = true;
+    eng_info("layout of %u tensors accepted from %d workers", ref->ntensors,
+             ctx->nworkers);
+}
+
+static void eng_check_layouts(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    eng_member_t *refm = c->by_rank[ctx->naggs];
+    if (!refm || !refm->layout.complete)
+        return;
+    const eng_layout_rx_t *ref = &refm->layout;
+    for (int r = ctx->naggs; r < ctx->size; r++) {
+        eng_member_t *m = c->by_rank[r];
+        if (!m || !m->layout.complete || m->layout_checked)
+            continue;
+        m->layout_checked = true;
+        char msg[1024];
+        if (m->layout.hash != ref->hash &&
+            eng_layout_compare(
+                ref->tensors, ref->ntensors, ref->partition_bytes, ctx->naggs,
+                m->layout.tensors, m->layout.ntensors,
+                m->layout.partition_bytes, r, msg, sizeof(msg)) != 0) {
+            eng_fail(ctx, STRATA_ERR_MISMATCH, "%s", msg);
+            return;
+        }
+        c->nlayouts++;
+    }
+    if (c->nlayouts == ctx->nworkers && !c->layout_sent)
+        eng_layout_accepted(ctx);
+}
+
+static void eng_on_layout_msg(strata_ctx_t *ctx, eng_member_t *m, unsigned type,
+                              eng_rbuf_t *r)
+{
+    char who[200];
+    eng_member_str(m, who, sizeof(who));
+    if (m->peer.rank < ctx->naggs || ctx->coord->nhello < ctx->size) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "%s sent a layout out of turn", who);
+        return;
+    }
+    strata_status_t st = eng_layout_rx_msg(&m->layout, type, r, who);
+    if (st != STRATA_OK)
+        eng_fail(ctx, st, "the layout from %s was refused", who);
+    else if (m->layout.complete)
+        eng_check_layouts(ctx);
+}
+
+/* ---- leaving ---- */
+
+static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    char json[TP_MSG_MAX];
+    eng_get_str(r, json, sizeof(json));
+    if (!eng_rbuf_ok(r) || m->bye) {
+        char who[200];
+        eng_fail(ctx, STRATA_ERR_PROTO, "malformed or repeated BYE from %s",
+                 eng_member_str(m, who, sizeof(who)));
+        return;
+    }
+    m->bye = true;
+    m->peer.left = true;
+    m->metrics = json[0] ? eng_strdup(json) : NULL;
+    ctx->coord->nbye++;
+}
+
+void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                       eng_rbuf_t *r)
+{
+    eng_member_t *m = peer->owner;
+    char who[200];
+    if (type != ENG_MSG_HELLO && !m->hello) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "%s sent %s before HELLO",
+                 eng_member_str(m, who, sizeof(who)), eng_msg_name(type));
+        return;
+    }
+    switch (type) {
+    case ENG_MSG_HELLO:
+        eng_on_hello(ctx, m, r);
+        break;
+    case ENG_MSG_LAYOUT:
+    case ENG_MSG_TENSORS:
+        eng_on_layout_msg(ctx, m, type, r);
+        break;
+    case ENG_MSG_BYE:
+        eng_on_bye(ctx, m, r);
+        break;
+    default:
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "%s sent an unexpected message %s (type %u)",
+                 eng_member_str(m, who, sizeof(who)), eng_msg_name(type), type);
+    }
+}
+
+void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                               strata_status_t status)
+{
+    eng_member_t *m = peer->owner;
+    tp_ep_close(peer->ep);
+    eng_backlog_drop(ctx, peer);
+    peer->ep = NULL;
+    if (m->bye || !m->hello || eng_fatal(ctx))
+        return;
+    char who[200];
+    eng_fail(ctx, STRATA_ERR_PEER, "%s %s disconnected without finalizing: %s",
+             m->peer.rank < ctx->naggs ? "aggregator" : "worker",
+             eng_member_str(m, who, sizeof(who)),
+             status == STRATA_OK ? "it closed the connection"
+                                 : strata_strerror(status));
+}
+
+/* ---- metrics ---- */
+
+/* "%r" replaced by the rank... here the path is rank 0's alone. */
+strata_status_t eng_coord_write_metrics(strata_ctx_t *ctx, const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        eng_error("cannot write STRATA_METRICS=%s: %s", path, strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    fprintf(f, "{\"ranks\": [");
+    bool first = true;
+    for (int r = 0; r < ctx->size; r++) {
+        eng_member_t *m = ctx->coord->by_rank[r];
+        if (!m || !m->metrics)
+            continue;
+        fprintf(f, "%s\n  %s", first ? "" : ",", m->metrics);
+        first = false;
+    }
+    fprintf(f, "\n]}\n");
+    if (fclose(f) != 0) {
+        eng_error("cannot write STRATA_METRICS=%s: %s", path, strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    return STRATA_OK;
+}

@@ -1,0 +1,354 @@
+/*
+ * The engine's context (struct strata_ctx) and the services its modules share:
+ * the progress thread and its event dispatch, the command queue from the
+ * application thread, failure propagation and metrics counters.
+ *
+ * Threads. A context runs one progress thread (loop.c). It alone drives the
+ * transport contexts and owns the state of the coordinator, worker and
+ * aggregator modules. Application threads reach it through commands
+ * (eng_cmd_submit) and wait on gates and requests it raises; queries and
+ * metrics read atomics.
+ *
+ * Modules:
+ *   loop.c        progress thread, commands, event dispatch, failure
+ *   boot.c        joining the job: the coordinator's address, HELLO, roster
+ *   coord.c       the coordinator (rank 0): roster, layout check, exits
+ *   worker.c      worker data path: pushes, model arrivals
+ *   aggregator.c  aggregator data path: slots, reductions, model writes
+ *   api.c         the public API
+ *   metrics.c     counters and their JSON
+ */
+#ifndef STRATA_ENGINE_ENGINE_H
+#define STRATA_ENGINE_ENGINE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <strata/strata.h>
+
+#include "engine/config.h"
+#include "engine/launch.h"
+#include "engine/layout.h"
+#include "engine/policy.h"
+#include "engine/waitq.h"
+#include "engine/wire.h"
+#include "transport/transport.h"
+
+/* Data providers, indexed as eng_prov_names. */
+enum { ENG_PROV_VERBS, ENG_PROV_TCP, ENG_PROV_SHM, ENG_NPROV };
+extern const char *const eng_prov_names[ENG_NPROV];
+/* Index of a provider name, -1 if unknown. */
+int eng_prov_index(const char *name);
+
+#define ENG_HOST_ID_MAX 128
+
+typedef struct eng_coord eng_coord_t;
+typedef struct eng_msg eng_msg_t;
+typedef struct eng_worker eng_worker_t;
+typedef struct eng_agg eng_agg_t;
+
+/* What an endpoint's context points to: which module owns it. */
+typedef enum eng_peer_kind {
+    ENG_PEER_COORD,  /* this rank's connection to the coordinator */
+    ENG_PEER_MEMBER, /* the coordinator's connection to a rank */
+    ENG_PEER_AGG,    /* a worker's connection to an aggregator */
+    ENG_PEER_WORKER, /* an aggregator's connection to a worker */
+} eng_peer_kind_t;
+
+typedef struct eng_peer {
+    eng_peer_kind_t kind;
+    int rank; /* -1 until known */
+    tp_ep_t *ep;
+    tp_ctx_t *tp;
+    bool up;     /* connected (and, for accepted ones, identified) */
+    bool left;   /* said goodbye: a disconnect is no failure */
+    void *owner; /* the module's per-peer state */
+} eng_peer_t;
+
+/* Commands from the application thread. */
+typedef enum eng_cmd_type {
+    ENG_CMD_COMMIT,
+    ENG_CMD_PUSH,
+    ENG_CMD_ALLOC,
+    ENG_CMD_FREE,
+    ENG_CMD_FINALIZE,
+} eng_cmd_type_t;
+
+typedef struct eng_cmd {
+    eng_cmd_type_t type;
+    strata_request_t *req; /* completed when the command is done */
+    union {
+        struct {
+            size_t bytes;
+            void **ptr_out;
+        } alloc;
+        void *free_ptr;
+    } u;
+} eng_cmd_t;
+
+#define ENG_CMDQ_CAP 64 /* a power of two */
+
+/* Single producer (the application thread, whose calls are serialised),
+ * single consumer (the progress thread). */
+typedef struct eng_cmdq {
+    eng_cmd_t slots[ENG_CMDQ_CAP];
+    _Atomic uint32_t head; /* next to consume */
+    _Atomic uint32_t tail; /* next to fill */
+} eng_cmdq_t;
+
+/* Requests, from a pool in the context. */
+typedef enum eng_req_kind {
+    ENG_REQ_PUSH,
+    ENG_REQ_PULL,
+    ENG_REQ_CMD, /* a command the application waits for */
+} eng_req_kind_t;
+
+struct strata_request {
+    strata_ctx_t *ctx;
+    eng_req_kind_t kind;
+    _Atomic int done;
+    strata_status_t status;
+    int64_t clock;        /* PULL: the clock awaited */
+    uint32_t outstanding; /* PUSH: tensors not yet fully written */
+    uint32_t ntensors;    /* PUSH: the tensors, in tensors[] */
+    uint32_t *tensors;
+    bool abandoned; /* application thread: free it once done */
+    strata_request_t *next_free;
+};
+
+#define ENG_REQ_POOL 256
+
+/* Metrics every module counts into; any thread reads them. */
+typedef struct eng_counters {
+    _Atomic uint64_t bytes_pushed, bytes_pulled;
+    _Atomic uint64_t pushes, pulls;
+    _Atomic uint64_t staging_copies, staging_bytes;
+    _Atomic uint64_t reductions, reduce_ns, updates;
+} eng_counters_t;
+
+struct strata_ctx {
+    eng_config_t *cfg;
+    eng_launch_t launch;
+    strata_role_t role;
+    int rank, size, nworkers, naggs;
+    _Atomic int local_rank;
+    int worker_index; /* -1 for aggregators */
+    int timeout_ms;
+    char host_id[ENG_HOST_ID_MAX];
+    eng_policy_t *policy;
+
+    /* progress thread */
+    pthread_t thread;
+    bool thread_started;
+    int epfd, cmd_efd;
+    eng_cmdq_t cmdq;
+    _Atomic bool stop;
+    uint64_t retry_at_ns; /* 0: no timer; else when eng_boot_retry runs */
+    struct {              /* eng_fail_soon */
+        uint64_t at_ns;   /* 0: none pending */
+        strata_status_t status;
+        const char *file;
+        int line;
+        char msg[512];
+    } soon;
+    eng_msg_t *backlog_head, *backlog_tail; /* control messages to resend */
+
+    /* transports */
+    tp_ctx_t *coord_tp;                      /* tcp, for the rendezvous */
+    tp_listener_t *coord_listener;           /* rank 0 */
+    tp_ctx_t *data_tp[ENG_NPROV];            /* opened on demand */
+    tp_listener_t *data_listener[ENG_NPROV]; /* aggregators */
+
+    /* joining */
+    eng_peer_t coord_peer;
+    char coord_addr[ENG_ADDR_MAX];
+    uint64_t join_deadline_ns;
+    strata_status_t join_last_error;
+    unsigned join_backoff_ms;
+    eng_coord_t *coord; /* rank 0 */
+    struct eng_roster *roster;
+
+    eng_worker_t *worker;
+    eng_agg_t *agg;
+
+    /* what application threads wait on */
+    eng_gate_t joined;    /* 1: every rank joined, data connections up */
+    eng_gate_t committed; /* 1: layout accepted (worker: model received) */
+    eng_gate_t served;    /* aggregator: 1 when every worker left */
+    eng_gate_t flushed;   /* coordinator: 1 once its ABORTs are sent */
+    uint32_t abort_pending;
+    eng_waitq_t reqq;  /* requests completing */
+    _Atomic int fatal; /* the first failure, or STRATA_OK */
+    bool bye_sent;
+
+    /* request pool: the application thread allocates and frees */
+    strata_request_t *req_pool;
+    strata_request_t *req_free;
+
+    eng_counters_t cnt;
+    /* The worker's clock as the application thread counts pushes, and
+     * published for queries from any thread. */
+    int64_t api_clock;
+    uint32_t api_npushed;
+    int64_t *api_pushed_at; /* per tensor; non-NULL once committed */
+    _Atomic int64_t clock;
+};
+
+/* One aggregator as the roster describes it. */
+typedef struct eng_agg_info {
+    int rank;
+    char host_id[ENG_HOST_ID_MAX];
+    char addr[ENG_NPROV][ENG_ADDR_MAX]; /* empty: not offered */
+} eng_agg_info_t;
+
+typedef struct eng_roster {
+    int naggs, nreceived;
+    eng_agg_info_t *aggs;
+} eng_roster_t;
+
+/* ---- loop.c ---- */
+
+strata_status_t eng_loop_start(strata_ctx_t *ctx);
+/* Asks the thread to stop and joins it. */
+void eng_loop_stop(strata_ctx_t *ctx);
+/* Queue a command and wake the thread. STRATA_ERR_AGAIN when full. */
+strata_status_t eng_cmd_submit(strata_ctx_t *ctx, const eng_cmd_t *cmd);
+/* Add a transport context's wait fd to the thread's epoll set. */
+strata_status_t eng_loop_watch(strata_ctx_t *ctx, tp_ctx_t *tp);
+/* Open the data provider idx once (and watch it). */
+strata_status_t eng_data_tp(strata_ctx_t *ctx, int idx, tp_ctx_t **tp_out);
+
+/* The job failed: remember the first status, fail every gate and pending
+ * request. Logs msg (printf-style) when this is the first failure; later
+ * failures are consequences and logged at debug level. The coordinator also
+ * tells every rank (ABORT). */
+#define eng_fail(ctx, status, ...)                                             \
+    eng_fail_at(ctx, status, __FILE__, __LINE__, __VA_ARGS__)
+void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,
+                 int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* A peer on the data path was lost: the coordinator, which sees every
+ * rank, usually reports why to everyone a moment later (ABORT). Fail with
+ * this message only if it has not within a short grace period. */
+#define eng_fail_soon(ctx, status, ...)                                        \
+    eng_fail_soon_at(ctx, status, __FILE__, __LINE__, __VA_ARGS__)
+void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
+                      const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static inline strata_status_t eng_fatal(const strata_ctx_t *ctx)
+{
+    return (strata_status_t)atomic_load(&((strata_ctx_t *)ctx)->fatal);
+}
+
+/* Send a control message built in w; a full queue is retried by
+ * progressing the transport for up to the timeout (control messages are
+ * rare). Failures are the caller's to report. */
+strata_status_t eng_send(strata_ctx_t *ctx, eng_peer_t *peer,
+                         const eng_wbuf_t *w, void *op_ctx);
+
+/* Forget the queued messages to a peer about to be freed. */
+void eng_backlog_drop(strata_ctx_t *ctx, const eng_peer_t *peer);
+
+/* Complete a request (progress thread). */
+void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
+                      strata_status_t status);
+
+uint64_t eng_now_ns(void);
+
+/* Describes a peer for messages: "worker rank 5 (host:port)". */
+const char *eng_peer_str(const eng_peer_t *peer, char *buf, size_t len);
+
+/* ---- boot.c ---- */
+
+/* Application thread, before the progress thread starts: listeners, and the
+ * coordinator's address. */
+strata_status_t eng_boot_prepare(strata_ctx_t *ctx);
+/* Progress thread: start (or retry) connecting to the coordinator. */
+void eng_boot_retry(strata_ctx_t *ctx);
+void eng_boot_on_connected(strata_ctx_t *ctx, strata_status_t status);
+void eng_boot_on_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
+void eng_boot_on_disconnected(strata_ctx_t *ctx, strata_status_t status);
+void eng_boot_free(strata_ctx_t *ctx);
+/* Say BYE to the coordinator, with this rank's metrics; *pending counts it
+ * until sent. */
+strata_status_t eng_boot_bye(strata_ctx_t *ctx, uint32_t *pending);
+
+/* ---- coord.c (rank 0) ---- */
+
+strata_status_t eng_coord_create(strata_ctx_t *ctx);
+void eng_coord_free(strata_ctx_t *ctx);
+void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep);
+void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                       eng_rbuf_t *r);
+void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                               strata_status_t status);
+/* Tell every rank why the job failed. */
+void eng_coord_abort(strata_ctx_t *ctx, const char *reason);
+/* At the join deadline: fails the job naming the ranks that never said
+ * HELLO, if any (true then). */
+bool eng_coord_missing(strata_ctx_t *ctx);
+/* Every rank said BYE. */
+bool eng_coord_done(const strata_ctx_t *ctx);
+/* Every rank's metrics (from their BYE) as one JSON file; after the
+ * progress thread stopped. */
+strata_status_t eng_coord_write_metrics(strata_ctx_t *ctx, const char *path);
+
+/* ---- worker.c ---- */
+
+strata_status_t eng_worker_create(strata_ctx_t *ctx);
+void eng_worker_free(strata_ctx_t *ctx);
+/* Application thread, before the commit. */
+strata_status_t eng_worker_register(strata_ctx_t *ctx,
+                                    const eng_tensor_desc_t *desc, void *param,
+                                    void *grad, int *id_out);
+uint32_t eng_worker_ntensors(const strata_ctx_t *ctx);
+/* Raised to the least clock whose model every parameter buffer holds. */
+eng_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx);
+/* The roster arrived: connect to every aggregator. */
+strata_status_t eng_worker_connect(strata_ctx_t *ctx);
+void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
+                             strata_status_t status);
+void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                        eng_rbuf_t *r);
+void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
+void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
+                       uint32_t len);
+void eng_worker_on_write_done(strata_ctx_t *ctx, void *op_ctx,
+                              strata_status_t status);
+void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                strata_status_t status);
+void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
+/* Retry posts that found a full queue; move finalizing on. */
+void eng_worker_flush(strata_ctx_t *ctx);
+/* The job failed: fail what waits. */
+void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status);
+
+/* ---- aggregator.c ---- */
+
+strata_status_t eng_agg_create(strata_ctx_t *ctx);
+void eng_agg_free(strata_ctx_t *ctx);
+void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp);
+void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                     eng_rbuf_t *r);
+void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
+void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
+                    uint32_t len);
+void eng_agg_on_write_done(strata_ctx_t *ctx, void *op_ctx,
+                           strata_status_t status);
+void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                             strata_status_t status);
+void eng_agg_flush(strata_ctx_t *ctx);
+void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
+/* Group g's clock on the shard: the least over its partitions. Any thread. */
+int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g);
+void eng_agg_staleness(strata_ctx_t *ctx, uint64_t *hist, size_t nbuckets);
+
+/* ---- metrics.c ---- */
+
+void eng_metrics_read(strata_ctx_t *ctx, strata_metrics_t *m);
+/* This rank's metrics as one JSON object; 0 if it does not fit. */
+size_t eng_metrics_json(strata_ctx_t *ctx, char *buf, size_t cap);
+
+#endif /* STRATA_ENGINE_ENGINE_H */

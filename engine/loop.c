@@ -1,0 +1,500 @@
+/*
+ * The progress thread: drains commands, progresses every transport context,
+ * dispatches their events to the module that owns the endpoint, runs the
+ * join timer, and sleeps in epoll on the contexts' wait fds when there is
+ * nothing to do.
+ */
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/alloc.h"
+#include "engine/log.h"
+
+const char *const eng_prov_names[ENG_NPROV] = {"verbs", "tcp", "shm"};
+
+/* Events taken from a context per tp_progress() call. */
+#define ENG_EVENTS 32
+
+int eng_prov_index(const char *name)
+{
+    for (int i = 0; i < ENG_NPROV; i++)
+        if (strcmp(eng_prov_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+uint64_t eng_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+const char *eng_peer_str(const eng_peer_t *peer, char *buf, size_t len)
+{
+    static const char *const what[] = {"the coordinator", "rank", "aggregator",
+                                       "worker"};
+    const char *where = peer->ep ? tp_ep_peer(peer->ep) : "?";
+    if (peer->kind == ENG_PEER_COORD)
+        snprintf(buf, len, "the coordinator (rank 0 at %s)", where);
+    else if (peer->rank >= 0)
+        snprintf(buf, len, "%s rank %d (%s)", what[peer->kind], peer->rank,
+                 where);
+    else
+        snprintf(buf, len, "an unidentified peer (%s)", where);
+    return buf;
+}
+
+/* ---- commands ---- */
+
+strata_status_t eng_cmd_submit(strata_ctx_t *ctx, const eng_cmd_t *cmd)
+{
+    eng_cmdq_t *q = &ctx->cmdq;
+    uint32_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
+    uint32_t head = atomic_load_explicit(&q->head, memory_order_acquire);
+    if (tail - head == ENG_CMDQ_CAP)
+        return STRATA_ERR_AGAIN;
+    q->slots[tail & (ENG_CMDQ_CAP - 1)] = *cmd;
+    atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
+    uint64_t one = 1;
+    if (write(ctx->cmd_efd, &one, sizeof(one)) != sizeof(one))
+        eng_warn("cannot wake the progress thread: %s", strerror(errno));
+    return STRATA_OK;
+}
+
+static bool eng_cmd_drain(strata_ctx_t *ctx)
+{
+    eng_cmdq_t *q = &ctx->cmdq;
+    bool any = false;
+    for (;;) {
+        uint32_t head = atomic_load_explicit(&q->head, memory_order_relaxed);
+        uint32_t tail = atomic_load_explicit(&q->tail, memory_order_acquire);
+        if (head == tail)
+            return any;
+        eng_cmd_t cmd = q->slots[head & (ENG_CMDQ_CAP - 1)];
+        atomic_store_explicit(&q->head, head + 1, memory_order_release);
+        any = true;
+        if (ctx->worker)
+            eng_worker_cmd(ctx, &cmd);
+        else
+            eng_agg_cmd(ctx, &cmd);
+    }
+}
+
+void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
+                      strata_status_t status)
+{
+    req->status = status;
+    atomic_store_explicit(&req->done, 1, memory_order_release);
+    eng_waitq_wake(&ctx->reqq);
+}
+
+/* ---- failure ---- */
+
+void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,
+                 int line, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    int expected = STRATA_OK;
+    if (!atomic_compare_exchange_strong(&ctx->fatal, &expected, status)) {
+        eng_debug("after the job failed: %s", msg);
+        return;
+    }
+    if (eng_log_enabled(ENG_LOG_ERROR))
+        eng_log_write(ENG_LOG_ERROR, file, line, "%s", msg);
+    if (ctx->coord)
+        eng_coord_abort(ctx, msg);
+    eng_gate_fail(&ctx->joined, status);
+    eng_gate_fail(&ctx->committed, status);
+    eng_gate_fail(&ctx->served, status);
+    if (ctx->worker)
+        eng_worker_fail(ctx, status);
+    eng_waitq_wake(&ctx->reqq);
+}
+
+void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
+                      const char *file, int line, const char *fmt, ...)
+{
+    if (eng_fatal(ctx) != STRATA_OK || ctx->soon.at_ns)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ctx->soon.msg, sizeof(ctx->soon.msg), fmt, ap);
+    va_end(ap);
+    if (ctx->coord) { /* the coordinator is who would have told us */
+        eng_fail_at(ctx, status, file, line, "%s", ctx->soon.msg);
+        return;
+    }
+    int grace_ms = ctx->timeout_ms / 4 < 1000 ? ctx->timeout_ms / 4 : 1000;
+    ctx->soon.status = status;
+    ctx->soon.file = file;
+    ctx->soon.line = line;
+    ctx->soon.at_ns = eng_now_ns() + (uint64_t)grace_ms * 1000000u;
+}
+
+static void eng_fail_soon_due(strata_ctx_t *ctx)
+{
+    if (!ctx->soon.at_ns || eng_now_ns() < ctx->soon.at_ns)
+        return;
+    ctx->soon.at_ns = 0;
+    eng_fail_at(ctx, ctx->soon.status, ctx->soon.file, ctx->soon.line, "%s",
+                ctx->soon.msg);
+}
+
+/* ---- control messages ---- */
+
+struct eng_msg {
+    struct eng_msg *next;
+    eng_peer_t *peer;
+    void *op_ctx;
+    size_t len;
+    unsigned char data[];
+};
+
+/* A message a full send queue refused waits in ctx->backlog, oldest first,
+ * and every later one queues behind it so that each peer's messages keep
+ * their order. Control traffic only: the data path never comes here. */
+strata_status_t eng_send(strata_ctx_t *ctx, eng_peer_t *peer,
+                         const eng_wbuf_t *w, void *op_ctx)
+{
+    size_t len = eng_wbuf_len(w);
+    if (len == 0) {
+        eng_error("a control message overflowed its buffer (a bug)");
+        return STRATA_ERR_PROTO;
+    }
+    if (!peer->ep)
+        return STRATA_ERR_STATE;
+    strata_status_t st = ctx->backlog_head
+                             ? STRATA_ERR_AGAIN
+                             : tp_send(peer->ep, w->p, len, op_ctx);
+    if (st != STRATA_ERR_AGAIN)
+        return st;
+    eng_msg_t *m = eng_malloc(sizeof(*m) + len);
+    if (!m) {
+        eng_error("out of memory queueing a %zu-byte control message", len);
+        return STRATA_ERR_NOMEM;
+    }
+    *m = (eng_msg_t){.peer = peer, .op_ctx = op_ctx, .len = len};
+    memcpy(m->data, w->p, len);
+    if (ctx->backlog_tail)
+        ctx->backlog_tail->next = m;
+    else
+        ctx->backlog_head = m;
+    ctx->backlog_tail = m;
+    return STRATA_OK;
+}
+
+/* Send what the backlog holds, in order, until a queue is full again. */
+static bool eng_backlog_flush(strata_ctx_t *ctx)
+{
+    bool any = false;
+    while (ctx->backlog_head) {
+        eng_msg_t *m = ctx->backlog_head;
+        strata_status_t st = STRATA_OK;
+        if (m->peer->ep) {
+            st = tp_send(m->peer->ep, m->data, m->len, m->op_ctx);
+            if (st == STRATA_ERR_AGAIN)
+                return any;
+        }
+        if (st != STRATA_OK) {
+            char who[160];
+            eng_debug("dropping a queued message to %s: %s",
+                      eng_peer_str(m->peer, who, sizeof(who)),
+                      strata_strerror(st));
+        }
+        ctx->backlog_head = m->next;
+        if (!ctx->backlog_head)
+            ctx->backlog_tail = NULL;
+        eng_free(m);
+        any = true;
+    }
+    return any;
+}
+
+void eng_backlog_drop(strata_ctx_t *ctx, const eng_peer_t *peer)
+{
+    eng_msg_t **pp = &ctx->backlog_head, *last = NULL;
+    while (*pp) {
+        eng_msg_t *m = *pp;
+        if (m->peer == peer) {
+            *pp = m->next;
+            eng_free(m);
+        } else {
+            last = m;
+            pp = &m->next;
+        }
+    }
+    ctx->backlog_tail = last;
+}
+
+/* ---- events ---- */
+
+static void eng_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
+                        const tp_event_t *ev)
+{
+    eng_rbuf_t r;
+    unsigned type;
+    eng_rbuf_init(&r, ev->data, ev->len, &type);
+    switch (peer->kind) {
+    case ENG_PEER_COORD:
+        eng_boot_on_recv(ctx, type, &r);
+        break;
+    case ENG_PEER_MEMBER:
+        eng_coord_on_recv(ctx, peer, type, &r);
+        break;
+    case ENG_PEER_AGG:
+        eng_worker_on_recv(ctx, peer, type, &r);
+        break;
+    case ENG_PEER_WORKER:
+        eng_agg_on_recv(ctx, peer, type, &r);
+        break;
+    }
+}
+
+static void eng_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                strata_status_t status)
+{
+    switch (peer->kind) {
+    case ENG_PEER_COORD:
+        eng_boot_on_disconnected(ctx, status);
+        break;
+    case ENG_PEER_MEMBER:
+        eng_coord_on_disconnected(ctx, peer, status);
+        break;
+    case ENG_PEER_AGG:
+        eng_worker_on_disconnected(ctx, peer, status);
+        break;
+    case ENG_PEER_WORKER:
+        eng_agg_on_disconnected(ctx, peer, status);
+        break;
+    }
+}
+
+static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
+{
+    eng_peer_t *peer = ev->ep ? tp_ep_ctx(ev->ep) : NULL;
+    switch (ev->type) {
+    case TP_EV_CONNECTED:
+        if (peer->kind == ENG_PEER_COORD)
+            eng_boot_on_connected(ctx, ev->status);
+        else
+            eng_worker_on_connected(ctx, peer, ev->status);
+        break;
+    case TP_EV_ACCEPTED:
+        if (tp == ctx->coord_tp && ev->listener == ctx->coord_listener)
+            eng_coord_on_accept(ctx, ev->ep);
+        else if (ctx->agg)
+            eng_agg_on_accept(ctx, ev->ep, tp);
+        else
+            tp_ep_close(ev->ep);
+        break;
+    case TP_EV_WRITE_DONE:
+        if (ctx->worker)
+            eng_worker_on_write_done(ctx, ev->op_ctx, ev->status);
+        else
+            eng_agg_on_write_done(ctx, ev->op_ctx, ev->status);
+        break;
+    case TP_EV_SEND_DONE:
+        if (ev->op_ctx) /* a counter of messages awaited */
+            (*(uint32_t *)ev->op_ctx)--;
+        if (ev->op_ctx == &ctx->abort_pending && ctx->abort_pending == 0)
+            eng_gate_raise(&ctx->flushed, 1);
+        break;
+    case TP_EV_WRITE_IMM:
+        if (peer->kind == ENG_PEER_AGG)
+            eng_worker_on_imm(ctx, peer, ev->imm, ev->len);
+        else
+            eng_agg_on_imm(ctx, peer, ev->imm, ev->len);
+        break;
+    case TP_EV_RECV:
+        eng_on_recv(ctx, peer, ev);
+        break;
+    case TP_EV_DISCONNECTED:
+        eng_on_disconnected(ctx, peer, ev->status);
+        break;
+    }
+}
+
+static bool eng_progress_one(strata_ctx_t *ctx, tp_ctx_t *tp)
+{
+    tp_event_t evs[ENG_EVENTS];
+    bool any = false;
+    for (;;) {
+        int n = 0;
+        strata_status_t st = tp_progress(tp, evs, ENG_EVENTS, &n);
+        if (st != STRATA_OK) {
+            eng_fail(ctx, st, "the %s transport failed: %s", tp_name(tp),
+                     strata_strerror(st));
+            return any;
+        }
+        for (int i = 0; i < n; i++)
+            eng_dispatch(ctx, tp, &evs[i]);
+        any |= n > 0;
+        if (n < ENG_EVENTS)
+            return any;
+    }
+}
+
+static bool eng_progress_all(strata_ctx_t *ctx)
+{
+    bool any = eng_progress_one(ctx, ctx->coord_tp);
+    for (int i = 0; i < ENG_NPROV; i++)
+        if (ctx->data_tp[i] && ctx->data_tp[i] != ctx->coord_tp)
+            any |= eng_progress_one(ctx, ctx->data_tp[i]);
+    return any;
+}
+
+/* ---- the thread ---- */
+
+/* Whether every context may sleep: none has events or posts pending. */
+static bool eng_arm_all(strata_ctx_t *ctx)
+{
+    if (tp_wait_arm(ctx->coord_tp) != STRATA_OK)
+        return false;
+    for (int i = 0; i < ENG_NPROV; i++)
+        if (ctx->data_tp[i] && ctx->data_tp[i] != ctx->coord_tp &&
+            tp_wait_arm(ctx->data_tp[i]) != STRATA_OK)
+            return false;
+    return true;
+}
+
+static int eng_sleep_ms(const strata_ctx_t *ctx)
+{
+    uint64_t at = ctx->retry_at_ns;
+    if (ctx->soon.at_ns && (!at || ctx->soon.at_ns < at))
+        at = ctx->soon.at_ns;
+    if (!at)
+        return -1;
+    uint64_t now = eng_now_ns();
+    return now >= at ? 0 : (int)((at - now + 999999) / 1000000);
+}
+
+static void eng_sleep(strata_ctx_t *ctx)
+{
+    struct epoll_event evs[8];
+    int n = epoll_wait(ctx->epfd, evs, 8, eng_sleep_ms(ctx));
+    if (n < 0 && errno != EINTR)
+        eng_warn("epoll_wait: %s", strerror(errno));
+    for (int i = 0; i < n; i++)
+        if (evs[i].data.fd == ctx->cmd_efd) {
+            uint64_t v;
+            if (read(ctx->cmd_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
+                eng_warn("reading the command eventfd: %s", strerror(errno));
+        }
+}
+
+static void *eng_loop_main(void *arg)
+{
+    strata_ctx_t *ctx = arg;
+    eng_log_set_rank(ctx->rank);
+    eng_boot_retry(ctx);
+    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
+        bool busy = eng_cmd_drain(ctx);
+        busy |= eng_progress_all(ctx);
+        busy |= eng_backlog_flush(ctx);
+        if (ctx->worker)
+            eng_worker_flush(ctx);
+        if (ctx->agg)
+            eng_agg_flush(ctx);
+        eng_fail_soon_due(ctx);
+        if (ctx->retry_at_ns && eng_now_ns() >= ctx->retry_at_ns) {
+            ctx->retry_at_ns = 0;
+            eng_boot_retry(ctx);
+            busy = true;
+        }
+        if (!busy && eng_arm_all(ctx))
+            eng_sleep(ctx);
+    }
+    return NULL;
+}
+
+static strata_status_t eng_epoll_add(strata_ctx_t *ctx, int fd)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) {
+        eng_error("epoll_ctl(ADD, fd %d): %s", fd, strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    return STRATA_OK;
+}
+
+strata_status_t eng_loop_watch(strata_ctx_t *ctx, tp_ctx_t *tp)
+{
+    return eng_epoll_add(ctx, tp_wait_fd(tp));
+}
+
+strata_status_t eng_data_tp(strata_ctx_t *ctx, int idx, tp_ctx_t **tp_out)
+{
+    if (!ctx->data_tp[idx]) {
+        strata_status_t st =
+            tp_open(eng_prov_names[idx], ctx->cfg, &ctx->data_tp[idx]);
+        if (st == STRATA_OK)
+            st = eng_loop_watch(ctx, ctx->data_tp[idx]);
+        if (st != STRATA_OK)
+            return st;
+    }
+    *tp_out = ctx->data_tp[idx];
+    return STRATA_OK;
+}
+
+strata_status_t eng_loop_start(strata_ctx_t *ctx)
+{
+    ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
+    ctx->cmd_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (ctx->epfd < 0 || ctx->cmd_efd < 0) {
+        eng_error("cannot create the progress thread's epoll set or "
+                  "eventfd: %s",
+                  strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    strata_status_t st = eng_epoll_add(ctx, ctx->cmd_efd);
+    if (st == STRATA_OK)
+        st = eng_loop_watch(ctx, ctx->coord_tp);
+    for (int i = 0; st == STRATA_OK && i < ENG_NPROV; i++)
+        if (ctx->data_tp[i])
+            st = eng_loop_watch(ctx, ctx->data_tp[i]);
+    if (st != STRATA_OK)
+        return st;
+    int rc = pthread_create(&ctx->thread, NULL, eng_loop_main, ctx);
+    if (rc != 0) {
+        eng_error("cannot start the progress thread: %s", strerror(rc));
+        return STRATA_ERR_NOMEM;
+    }
+    ctx->thread_started = true;
+    return STRATA_OK;
+}
+
+void eng_loop_stop(strata_ctx_t *ctx)
+{
+    if (ctx->thread_started) {
+        atomic_store_explicit(&ctx->stop, true, memory_order_release);
+        uint64_t one = 1;
+        if (write(ctx->cmd_efd, &one, sizeof(one)) != sizeof(one))
+            eng_warn("cannot wake the progress thread: %s", strerror(errno));
+        pthread_join(ctx->thread, NULL);
+        ctx->thread_started = false;
+    }
+    while (ctx->backlog_head) {
+        eng_msg_t *m = ctx->backlog_head;
+        ctx->backlog_head = m->next;
+        eng_free(m);
+    }
+    ctx->backlog_tail = NULL;
+    if (ctx->cmd_efd >= 0)
+        close(ctx->cmd_efd);
+    if (ctx->epfd >= 0)
+        close(ctx->epfd);
+    ctx->cmd_efd = ctx->epfd = -1;
+}

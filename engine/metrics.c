@@ -1,0 +1,93 @@
+/* The metrics of a context: counters, group clocks, staleness; and JSON. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/engine.h"
+
+static uint64_t eng_ld(_Atomic uint64_t *v)
+{
+    return atomic_load_explicit(v, memory_order_relaxed);
+}
+
+void eng_metrics_read(strata_ctx_t *ctx, strata_metrics_t *m)
+{
+    eng_counters_t *c = &ctx->cnt;
+    *m = (strata_metrics_t){
+        .bytes_pushed = eng_ld(&c->bytes_pushed),
+        .bytes_pulled = eng_ld(&c->bytes_pulled),
+        .pushes = eng_ld(&c->pushes),
+        .pulls = eng_ld(&c->pulls),
+        .staging_copies = eng_ld(&c->staging_copies),
+        .staging_bytes = eng_ld(&c->staging_bytes),
+        .reductions = eng_ld(&c->reductions),
+        .reduce_ns = eng_ld(&c->reduce_ns),
+        .updates = eng_ld(&c->updates),
+        .clock = atomic_load_explicit(&ctx->clock, memory_order_relaxed),
+    };
+    if (ctx->agg) {
+        m->clock = INT64_MAX;
+        for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {
+            int64_t c = eng_agg_group_clock(ctx, g);
+            m->clock = c < m->clock ? c : m->clock;
+        }
+        eng_agg_staleness(ctx, m->staleness, STRATA_STALENESS_BUCKETS);
+    }
+}
+
+/* Appends to buf; counts what would have been written even past cap. */
+typedef struct eng_jbuf {
+    char *p;
+    size_t cap, len;
+} eng_jbuf_t;
+
+static void eng_jprintf(eng_jbuf_t *j, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void eng_jprintf(eng_jbuf_t *j, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(j->p + (j->len < j->cap ? j->len : j->cap),
+                      j->len < j->cap ? j->cap - j->len : 0, fmt, ap);
+    va_end(ap);
+    j->len += n > 0 ? (size_t)n : 0;
+}
+
+size_t eng_metrics_json(strata_ctx_t *ctx, char *buf, size_t cap)
+{
+    strata_metrics_t m;
+    eng_metrics_read(ctx, &m);
+    eng_jbuf_t j = {.p = buf, .cap = cap};
+    eng_jprintf(
+        &j,
+        "{\"rank\": %d, \"role\": \"%s\", \"host\": \"%s\", "
+        "\"bytes_pushed\": %llu, \"bytes_pulled\": %llu, "
+        "\"pushes\": %llu, \"pulls\": %llu, \"staging_copies\": %llu, "
+        "\"staging_bytes\": %llu, \"reductions\": %llu, "
+        "\"reduce_ns\": %llu, \"updates\": %llu, \"clock\": %lld",
+        ctx->rank, ctx->agg ? "aggregator" : "worker", ctx->host_id,
+        (unsigned long long)m.bytes_pushed, (unsigned long long)m.bytes_pulled,
+        (unsigned long long)m.pushes, (unsigned long long)m.pulls,
+        (unsigned long long)m.staging_copies,
+        (unsigned long long)m.staging_bytes, (unsigned long long)m.reductions,
+        (unsigned long long)m.reduce_ns, (unsigned long long)m.updates,
+        (long long)m.clock);
+    if (ctx->agg) {
+        eng_jprintf(&j, ", \"group_clocks\": [");
+        for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {
+            int64_t c = eng_agg_group_clock(ctx, g);
+            eng_jprintf(&j, "%s%lld", g ? ", " : "", (long long)c);
+        }
+        size_t last = STRATA_STALENESS_BUCKETS;
+        while (last > 1 && m.staleness[last - 1] == 0)
+            last--;
+        eng_jprintf(&j, "], \"staleness_histogram\": [");
+        for (size_t b = 0; b < last; b++)
+            eng_jprintf(&j, "%s%llu", b ? ", " : "",
+                        (unsigned long long)m.staleness[b]);
+        eng_jprintf(&j, "]");
+    }
+    eng_jprintf(&j, "}");
+    return j.len < cap ? j.len : 0;
+}

@@ -1,0 +1,60 @@
+# Shared by the engine's multi-process tests. Sourced; expects $RUN (strata-run)
+# and $EXACT (strata-test-exact).
+set -u
+for v in $(env | grep -o '^STRATA_[A-Z0-9_]*'); do unset "$v"; done
+export STRATA_TIMEOUT_MS=${STRATA_TIMEOUT_MS:-10000}
+export STRATA_PARTITION_BYTES=4096 # many partitions, pieces across tensors
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# job W S [VAR=VALUE...] -- ARGS: run a job under strata-run, with LR = W
+# (the exact checks need it); fails the test on a non-zero exit.
+job() {
+  local w=$1 s=$2; shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local out
+  out=$(env STRATA_LR="$w" "${envs[@]}" "$RUN" -n "$w" -a "$s" -- "$EXACT" "$@" 2>&1) ||
+    fail "$w workers, $s aggregators, ${envs[*]} $*: $out"
+  [ "$(grep -c 'steps exact' <<<"$out")" -eq "$w" ] ||
+    fail "not every worker reported exact results: $out"
+}
+
+# by_hand W S PROGRAM ARGS...: start every rank directly (no strata-run, so
+# that no launcher stops the others); logs and exit codes land in $LDIR.
+# SECRET_OF_RANK[r] overrides one rank's job secret.
+by_hand() {
+  local w=$1 s=$2; shift 2
+  local n=$((w + s)) pids=() r
+  LDIR=$(mktemp -d)
+  for ((r = 0; r < n; r++)); do
+    STRATA_RANK=$r STRATA_SIZE=$n STRATA_NUM_AGGREGATORS=$s \
+    STRATA_COORD_FILE=$LDIR/coord STRATA_HOST=127.0.0.1 \
+    STRATA_JOB_SECRET=${SECRET_OF_RANK[$r]:-secret-of-the-job} \
+      "$@" >"$LDIR/$r.log" 2>&1 &
+    pids+=($!)
+  done
+  for ((r = 0; r < n; r++)); do
+    wait "${pids[$r]}"
+    echo $? >"$LDIR/$r.rc"
+  done
+}
+
+# expect_rank R CODE PATTERN: rank R exited with CODE and logged PATTERN.
+expect_rank() {
+  local rc
+  rc=$(cat "$LDIR/$1.rc")
+  [ "$rc" -eq "$2" ] || fail "rank $1 exited $rc, expected $2: $(cat "$LDIR/$1.log")"
+  [ -z "$3" ] || grep -qE "$3" "$LDIR/$1.log" ||
+    fail "rank $1 did not report /$3/: $(cat "$LDIR/$1.log")"
+}
+
+# within SECONDS COMMAND...: run COMMAND, failing if it takes longer.
+within() {
+  local limit=$1 t0=$SECONDS rc=0
+  shift
+  "$@" || rc=$?
+  [ $((SECONDS - t0)) -le "$limit" ] || fail "took $((SECONDS - t0)) s, more than $limit s: $*"
+  return $rc
+}

@@ -1,0 +1,263 @@
+/*
+ * One rank of an integer-exact job (run under strata-run, mpirun, or by
+ * hand). Aggregator ranks serve. Workers register tensors of several sizes,
+ * push integer-valued gradients and check, after every step, that their
+ * parameters hold exactly what the policy promises:
+ *   --check bsp    the model after T steps: init - sum of every gradient
+ *                  (STRATA_LR = number of workers, so the step is the sum)
+ *   --check sum    (STRATA_OPTIMIZER=sum) the sum of the clock's gradients
+ *   --check momentum  (STRATA_MOMENTUM=m, STRATA_LR=lr) the SGD recurrence
+ *                  of strata_sgd_update, replayed in fp32 in its order
+ *                  (exact when the number of workers is a power of two)
+ *   --check stale  each worker owns the elements j = w (mod W) and pushes -1
+ *                  there: after its step c it must see exactly c + 1 of its
+ *                  own updates and, from every other worker, at least
+ *                  c + 1 - s (the staleness bound) and at most c + 2 + s
+ * Failure injection: --mismatch (worker 1 registers a different layout),
+ * --die-at N (worker 1 kills itself at step N).
+ * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <strata/strata.h>
+
+#define NT 5
+static const size_t sizes[NT] = {1000, 3, 5000, 77, 2500};
+
+typedef struct opts {
+    int steps;
+    const char *check;
+    long staleness;     /* -1: unbounded */
+    float lr, momentum; /* for --check momentum */
+    bool alloc, mismatch, sleep;
+    int die_at;
+} opts_t;
+
+static float init_value(int t, size_t j)
+{
+    return (float)((int)((t * 31 + j) % 13) - 6);
+}
+
+static float grad_value(const opts_t *o, int nw, int w, int t, size_t j, int c)
+{
+    if (strcmp(o->check, "stale") == 0)
+        return (int)(j % (size_t)nw) == w ? -1.0f : 0.0f;
+    return (float)(((w + 1) * (int)((j + (size_t)t) % 5 + 1) + c) % 7 - 3);
+}
+
+static int fail_status(const char *what, strata_status_t st)
+{
+    fprintf(stderr, "exact: %s: %s\n", what, strata_strerror(st));
+    return 3;
+}
+
+static int check_model(const opts_t *o, int nw, int w, int c, int t,
+                       const float *param, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        float want = init_value(t, j);
+        double lo, hi;
+        if (strcmp(o->check, "sum") == 0) {
+            want = 0;
+            for (int v = 0; v < nw; v++)
+                want += grad_value(o, nw, v, t, j, c);
+        } else if (strcmp(o->check, "bsp") == 0) {
+            for (int k = 0; k <= c; k++)
+                for (int v = 0; v < nw; v++)
+                    want -= grad_value(o, nw, v, t, j, k);
+        } else if (strcmp(o->check, "momentum") == 0) {
+            float mom = 0, scale = (float)(1.0 / nw);
+            for (int k = 0; k <= c; k++) {
+                float sum = 0;
+                for (int v = 0; v < nw; v++)
+                    sum += grad_value(o, nw, v, t, j, k);
+                float g = scale * sum + 0.0f * want;
+                mom = o->momentum * mom + g;
+                want = want - o->lr * mom;
+            }
+        }
+        if (strcmp(o->check, "stale") != 0) {
+            if (param[j] != want) {
+                fprintf(stderr,
+                        "exact: worker %d after step %d: tensor %d [%zu] = "
+                        "%g, expected %g\n",
+                        w, c, t, j, param[j], want);
+                return 1;
+            }
+            continue;
+        }
+        double seen = param[j] - want;
+        bool own = (int)(j % (size_t)nw) == w;
+        lo = own ? c + 1 : (o->staleness < 0 ? 0 : c + 1 - o->staleness);
+        hi = own ? c + 1 : (o->staleness < 0 ? 1e9 : c + 2 + o->staleness);
+        if (seen < lo || seen > hi) {
+            fprintf(stderr,
+                    "exact: worker %d after step %d: tensor %d [%zu] "
+                    "(owner %zu) has %g updates, outside [%g, %g]\n",
+                    w, c, t, j, j % (size_t)nw, seen, lo, hi);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The tensors live until after strata_finalize. */
+static float *param[NT], *grad[NT];
+
+static void free_tensors(strata_ctx_t *ctx, const opts_t *o)
+{
+    for (int t = 0; t < NT; t++) {
+        if (o->alloc)
+            strata_free(ctx, param[t]);
+        else
+            free(param[t]);
+        free(grad[t]);
+    }
+}
+
+static int run_worker(strata_ctx_t *ctx, const opts_t *o)
+{
+    int nw = strata_num_workers(ctx), w = strata_worker_index(ctx);
+    bool sum = strcmp(o->check, "sum") == 0;
+    for (int t = 0; t < NT; t++) {
+        size_t n = sizes[t] + (o->mismatch && w == 1 && t == 2);
+        size_t bytes = n * sizeof(float);
+        strata_status_t st = STRATA_OK;
+        if (o->alloc)
+            st = strata_alloc(ctx, bytes, (void **)&param[t]);
+        else
+            param[t] = malloc(bytes);
+        grad[t] = malloc(bytes);
+        if (st != STRATA_OK || !param[t] || !grad[t])
+            return fail_status("allocating tensors", st);
+        for (size_t j = 0; j < n; j++)
+            param[t][j] = w == 0 ? init_value(t, j) : 12345.0f;
+        char name[32];
+        snprintf(name, sizeof(name), "layer%d.weight", t);
+        st = strata_tensor_register(ctx, name, param[t], grad[t], n,
+                                    STRATA_FP32, NULL);
+        if (st != STRATA_OK)
+            return fail_status("registering", st);
+    }
+    strata_status_t st = strata_commit(ctx);
+    if (st != STRATA_OK)
+        return fail_status("commit", st);
+    for (int t = 0; t < NT && !sum; t++)
+        for (size_t j = 0; j < sizes[t]; j++)
+            if (param[t][j] != init_value(t, j)) {
+                fprintf(stderr,
+                        "exact: worker %d: initial model [%d][%zu] "
+                        "= %g, expected %g\n",
+                        w, t, j, param[t][j], init_value(t, j));
+                return 1;
+            }
+    for (int c = 0; c < o->steps; c++) {
+        if (c == o->die_at && w == 1)
+            raise(SIGKILL);
+        for (int t = 0; t < NT; t++)
+            for (size_t j = 0; j < sizes[t]; j++)
+                grad[t][j] = grad_value(o, nw, w, t, j, c);
+        if (o->sleep)
+            usleep((useconds_t)(((w * 7 + c * 3) % 5) * 1000));
+        st = strata_step(ctx);
+        if (st != STRATA_OK)
+            return fail_status("step", st);
+        for (int t = 0; t < NT; t++)
+            if (check_model(o, nw, w, c, t, param[t], sizes[t]))
+                return 1;
+    }
+    strata_metrics_t m;
+    strata_metrics(ctx, &m);
+    printf("worker %d: %d steps exact (%llu bytes pushed, %llu pulled, %llu "
+           "staging copies)\n",
+           w, o->steps, (unsigned long long)m.bytes_pushed,
+           (unsigned long long)m.bytes_pulled,
+           (unsigned long long)m.staging_copies);
+    return 0;
+}
+
+static int parse(int argc, char **argv, opts_t *o)
+{
+    static const struct option opts[] = {
+        {"steps", required_argument, NULL, 't'},
+        {"check", required_argument, NULL, 'c'},
+        {"staleness", required_argument, NULL, 's'},
+        {"alloc", no_argument, NULL, 'a'},
+        {"mismatch", no_argument, NULL, 'm'},
+        {"sleep", no_argument, NULL, 'z'},
+        {"die-at", required_argument, NULL, 'd'},
+        {"lr", required_argument, NULL, 'l'},
+        {"momentum", required_argument, NULL, 'o'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (opts_t){.steps = 5, .check = "bsp", .staleness = 0, .die_at = -1};
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 't':
+            o->steps = atoi(optarg);
+            break;
+        case 'c':
+            o->check = optarg;
+            break;
+        case 's':
+            o->staleness = strcmp(optarg, "inf") == 0 ? -1 : atol(optarg);
+            break;
+        case 'a':
+            o->alloc = true;
+            break;
+        case 'm':
+            o->mismatch = true;
+            break;
+        case 'z':
+            o->sleep = true;
+            break;
+        case 'd':
+            o->die_at = atoi(optarg);
+            break;
+        case 'l':
+            o->lr = strtof(optarg, NULL);
+            break;
+        case 'o':
+            o->momentum = strtof(optarg, NULL);
+            break;
+        default:
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    opts_t o;
+    if (parse(argc, argv, &o) != 0)
+        return 2;
+    strata_ctx_t *ctx;
+    strata_status_t st = strata_init(&ctx);
+    if (st != STRATA_OK)
+        return fail_status("init", st);
+    int rc;
+    bool worker = strata_role(ctx) == STRATA_ROLE_WORKER;
+    if (!worker) {
+        st = strata_serve(ctx);
+        rc = st == STRATA_OK ? 0 : fail_status("serve", st);
+    } else {
+        rc = run_worker(ctx, &o);
+    }
+    if (worker && o.alloc) /* strata_alloc'd memory goes with the context */
+        free_tensors(ctx, &o);
+    st = strata_finalize(ctx);
+    if (worker && !o.alloc)
+        free_tensors(ctx, &o);
+    if (rc == 0 && st != STRATA_OK)
+        rc = fail_status("finalize", st);
+    return rc;
+}
