@@ -5,8 +5,10 @@ set -u
 bench=$1 provider=$2
 fail() { echo "FAIL: $*" >&2; exit 1; }
 json=$(mktemp); trap 'rm -f "$json"' EXIT
+# Sleeping when idle: spinning peers crawl on a shared CI machine.
 out=$(STRATA_JOB_SECRET=bench-smoke "$bench" --provider "$provider" --loopback \
-      --quick --sizes 8:64K --json "$json") || fail "the benchmark exited $?"
+      --quick --poll block --sizes 8:64K --json "$json") ||
+  fail "the benchmark exited $?"
 grep -q "provider $provider" <<<"$out" || fail "no header in: $out"
 [ "$(grep -c '^ [0-9]' <<<"$out")" -eq 14 ] || fail "not 14 rows in: $out"
 grep -q "^{\"provider\": \"$provider\", \"results\": \[" "$json" || fail "bad JSON head: $(cat "$json")"
