@@ -15,5 +15,7 @@ grep -q "^{\"provider\": \"$provider\", \"results\": \[" "$json" || fail "bad JS
 n=$(grep -cE '^  \{"bytes": [0-9]+, "bw_gbps": [0-9.]+, "lat_us": [0-9.]+\},?$' "$json")
 [ "$n" -eq 14 ] || fail "$n result entries, want 14: $(cat "$json")"
 grep -q '"bytes": 65536,' "$json" || fail "no 64 KiB entry"
+STRATA_JOB_SECRET=bench-smoke "$bench" --provider "$provider" --loopback \
+  --quick --poll block --sizes 8:8 --lat-only >/dev/null || fail "--lat-only failed"
 "$bench" --provider "$provider" --loopback --sizes 9 >/dev/null 2>&1 && fail "--sizes 9 accepted"
 exit 0
