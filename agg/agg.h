@@ -58,7 +58,7 @@ enum {
 
 /* The flags the public functions pass for a reduction of this size
  * (streaming stores once the buffers outgrow the caches). */
-unsigned agg_reduce_flags(size_t nsrc, size_t count, size_t esize, bool acc);
+unsigned agg_reduce_flags(size_t count, size_t esize, bool acc);
 
 /* Elements [offset, offset + count) of dst and of srcs[0..nsrc-1], with
  * 1 <= nsrc <= STRATA_REDUCE_MAX_SOURCES. */

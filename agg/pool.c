@@ -20,8 +20,9 @@
 
 /* Below this many bytes moved, waking workers costs more than it saves. */
 #define AGG_POOL_MIN_BYTES (1u << 20)
-/* Bytes one chunk moves (all sources and the destination): about half of
- * a core's L2, so that a chunk's lines are still there when written. */
+/* Bytes one chunk moves (all sources and the destination): one claim per
+ * several hundred KiB costs nothing, and a job of a few MiB still splits
+ * into enough chunks for the threads to finish together. */
 #define AGG_POOL_CHUNK_BYTES (512u << 10)
 #define AGG_POOL_SPINS 4096
 
@@ -279,7 +280,7 @@ static strata_status_t agg_reduce_mt(const char *fn, bool acc,
                             .count = count,
                             .chunk_elems = agg_chunk_elems(nsrc, esize),
                             .scale = scale,
-                            .flags = agg_reduce_flags(nsrc, count, esize, acc)};
+                            .flags = agg_reduce_flags(count, esize, acc)};
     size_t nchunks = (count + job.chunk_elems - 1) / job.chunk_elems;
     if (nchunks > UINT32_MAX) { /* 16 TiB and more: fewer, larger chunks */
         job.chunk_elems = (count + UINT32_MAX - 1) / UINT32_MAX;

@@ -81,10 +81,10 @@ strata_status_t agg_reduce_check(const char *fn, strata_dtype_t dtype,
     return STRATA_OK;
 }
 
-unsigned agg_reduce_flags(size_t nsrc, size_t count, size_t esize, bool acc)
+unsigned agg_reduce_flags(size_t count, size_t esize, bool acc)
 {
     unsigned flags = acc ? AGG_REDUCE_ACC : 0;
-    if (count * esize >= AGG_STREAM_BYTES / (nsrc + 1))
+    if (count >= AGG_STREAM_BYTES / esize)
         flags |= AGG_REDUCE_STREAM;
     return flags;
 }
@@ -100,8 +100,7 @@ static strata_status_t agg_reduce(const char *fn, bool acc,
     const agg_ops_t *ops = agg_ops();
     if (!ops)
         return STRATA_ERR_CONFIG;
-    unsigned flags =
-        agg_reduce_flags(nsrc, count, strata_dtype_size(dtype), acc);
+    unsigned flags = agg_reduce_flags(count, strata_dtype_size(dtype), acc);
     ops->reduce[dtype](dst, srcs, nsrc, 0, count, scale, flags);
     return STRATA_OK;
 }

@@ -7,9 +7,10 @@
 
 #include <strata/strata_agg.h>
 
-/* Reductions that touch at least this many bytes (sources and destination)
- * store the destination around the caches: it would not fit them anyway. */
-#define AGG_STREAM_BYTES (8u << 20)
+/* A destination this large would leave the caches before anyone reads it
+ * (the sources stream through them as well), so it is written around them.
+ * Smaller ones, such as a partition the update reads next, stay cached. */
+#define AGG_STREAM_BYTES (16u << 20)
 
 /* Checks the arguments of a reduction, logging what is wrong as fn. */
 strata_status_t agg_reduce_check(const char *fn, strata_dtype_t dtype,

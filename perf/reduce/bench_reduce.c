@@ -145,9 +145,8 @@ static void run_once(bench_t *b, const cand_t *k, const cfg_t *c)
     size_t es = strata_dtype_size(c->dtype);
     switch (k->kind) {
     case K_TABLE:
-        k->ops->reduce[c->dtype](
-            b->dst, b->srcs, c->nsrc, 0, c->count, 1.0,
-            agg_reduce_flags(c->nsrc, c->count, es, false));
+        k->ops->reduce[c->dtype](b->dst, b->srcs, c->nsrc, 0, c->count, 1.0,
+                                 agg_reduce_flags(c->count, es, false));
         break;
     case K_POOL:
         strata_reduce_mt(b->pool, c->dtype, b->dst, b->srcs, c->nsrc, c->count,

@@ -101,6 +101,43 @@ static void after_idle_periods(void **state)
     data_free(&d);
 }
 
+typedef struct chunked {
+    const agg_ops_t *ops;
+    float *dst;
+    const void *srcs[NSRC];
+    size_t count, chunk;
+} chunked_t;
+
+static void stream_chunk(void *arg, size_t c)
+{
+    const chunked_t *j = arg;
+    size_t off = c * j->chunk;
+    size_t n = j->count - off < j->chunk ? j->count - off : j->chunk;
+    j->ops->reduce[STRATA_FP32](j->dst, j->srcs, NSRC, off, n, 0.5,
+                                AGG_REDUCE_STREAM | AGG_REDUCE_ACC);
+}
+
+/* Streamed stores from several threads into chunks that share cache lines
+ * (1001 elements: no chunk starts on a line), as large reductions do. */
+static void streamed_chunks_in_parallel(void **state)
+{
+    (void)state;
+    data_t d;
+    data_init(&d, BIG, 3);
+    strata_reduce_pool_t *pool;
+    assert_int_equal(strata_reduce_pool_create(2, &pool), STRATA_OK);
+    chunked_t j = {.ops = agg_ops(), .dst = d.out, .count = BIG, .chunk = 1001};
+    for (int k = 0; k < NSRC; k++)
+        j.srcs[k] = d.src[k];
+    agg_ops_scalar.reduce[STRATA_FP32](d.ref, j.srcs, NSRC, 0, BIG, 0.5,
+                                       AGG_REDUCE_ACC);
+    assert_int_equal(agg_pool_for(pool, (BIG + 1000) / 1001, stream_chunk, &j),
+                     STRATA_OK);
+    assert_int_equal(test_first_diff(STRATA_FP32, d.ref, d.out, BIG), BIG);
+    strata_reduce_pool_destroy(pool);
+    data_free(&d);
+}
+
 static void *hammer(void *arg)
 {
     data_t *d = arg;
@@ -145,6 +182,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_pool_size),
         cmocka_unit_test(after_idle_periods),
+        cmocka_unit_test(streamed_chunks_in_parallel),
         cmocka_unit_test(two_pools_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
