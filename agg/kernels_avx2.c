@@ -6,6 +6,7 @@ typedef __m256 agg_vf;
 typedef __m256d agg_vd;
 #define AGG_WF 8
 #define AGG_WD 4
+#define AGG_UNROLL 8
 
 static inline agg_vf agg_vf_set1(float x)
 {

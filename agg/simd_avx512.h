@@ -10,6 +10,7 @@ typedef __m512 agg_vf;
 typedef __m512d agg_vd;
 #define AGG_WF 16
 #define AGG_WD 8
+#define AGG_UNROLL 4
 
 static inline agg_vf agg_vf_set1(float x)
 {

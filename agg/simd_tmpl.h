@@ -2,6 +2,7 @@
  * The bodies of the SIMD kernels, written once for every instruction set.
  * A kernel file defines, before including this header:
  *   agg_vf, agg_vd             vectors of fp32 and fp64, AGG_WF, AGG_WD lanes
+ *   AGG_UNROLL                 vectors per source per step of a reduction
  *   agg_vf_set1/add/sub/mul, agg_vd_set1/add/mul
  *   for each element kind K of f32, f64, f16, bf16 (element type E):
  *     K##_load(const E *)               -> agg_vf (agg_vd for f64)
@@ -21,10 +22,10 @@
 
 #include "agg/agg.h"
 
-/* Vectors per source per step: enough loads in flight to cover memory
- * latency, few enough that every accumulator stays in a register. */
-#define AGG_UNROLL 4
-#define AGG_UNROLLED _Pragma("GCC unroll 4")
+/* Vectors per source per step (AGG_UNROLL, set by the kernel file): 256
+ * bytes, four cache lines of each source in flight, and few enough that
+ * every accumulator stays in a register. */
+#define AGG_UNROLLED _Pragma("GCC unroll 8")
 
 /* Elements before p reaches a 64-byte boundary (at most count). */
 static inline size_t agg_head(const void *p, size_t esize, size_t count)
