@@ -61,8 +61,9 @@ typedef struct cand {
     unsigned threads;
     const agg_ops_t *ops;
     unsigned iters, nsamples;
-    double samples[MAX_REPS];
-    double gbps; /* median */
+    double round[MAX_REPS]; /* GB/s of each round, in time order */
+    double gbps;            /* median */
+    double of_roof;         /* median over rounds of GB/s / roofline */
 } cand_t;
 
 /* One configuration: element type, sources, bytes per buffer. */
@@ -82,7 +83,7 @@ typedef struct bench {
     bool have_mpi;
     FILE *json;
     unsigned nresults;
-    double roofline; /* JSON roofline_gbps: see bench_roofline_summary() */
+    double roofline; /* JSON roofline_gbps, see run() */
 } bench_t;
 
 static double now(void)
@@ -210,6 +211,37 @@ static size_t candidates(const bench_t *b, const cfg_t *c, cand_t *k)
     return n;
 }
 
+static double median(double *v, size_t n)
+{
+    qsort(v, n, sizeof(double), cmp_double);
+    return v[n / 2];
+}
+
+/* The roofline with k's threads in round r. */
+static double roofline_round(const cand_t *all, size_t n, const cand_t *k,
+                             unsigned r)
+{
+    double roof = 0;
+    for (size_t i = 0; i < n; i++)
+        if ((all[i].kind == K_COPY || all[i].kind == K_ADD) &&
+            all[i].threads == k->threads)
+            roof = fmax(roof, all[i].round[r]);
+    return roof;
+}
+
+/* Medians of k's rounds: GB/s, and its share of the roofline measured in
+ * the same round (robust to a neighbour who comes and goes). */
+static void summarise(const cand_t *all, size_t n, cand_t *k)
+{
+    double v[MAX_REPS], f[MAX_REPS];
+    for (unsigned r = 0; r < k->nsamples; r++) {
+        v[r] = k->round[r];
+        f[r] = k->round[r] / roofline_round(all, n, k, r);
+    }
+    k->gbps = median(v, k->nsamples);
+    k->of_roof = median(f, k->nsamples);
+}
+
 /* Calibrates each candidate, then samples all of them in rounds. */
 static void measure(bench_t *b, const cfg_t *c, cand_t *k, size_t n)
 {
@@ -231,13 +263,11 @@ static void measure(bench_t *b, const cfg_t *c, cand_t *k, size_t n)
             for (unsigned it = 0; it < k[i].iters; it++)
                 run_once(b, &k[i], c);
             double t = now() - t0;
-            k[i].samples[r] = bytes_moved(&k[i], c) * k[i].iters / t / 1e9;
+            k[i].round[r] = bytes_moved(&k[i], c) * k[i].iters / t / 1e9;
         }
     }
-    for (size_t i = 0; i < n; i++) {
-        qsort(k[i].samples, k[i].nsamples, sizeof(double), cmp_double);
-        k[i].gbps = k[i].samples[k[i].nsamples / 2];
-    }
+    for (size_t i = 0; i < n; i++)
+        summarise(k, n, &k[i]);
 }
 
 /* ---- output ---- */
@@ -286,14 +316,15 @@ static double roofline_of(const cand_t *k, size_t n, unsigned t)
     return r;
 }
 
-/* Strata's fastest figure with t threads. */
-static double strata_best(const cand_t *k, size_t n, unsigned t)
+/* Strata's fastest candidate with t threads. */
+static const cand_t *strata_best(const cand_t *k, size_t n, unsigned t)
 {
-    double r = 0;
+    const cand_t *best = NULL;
     for (size_t i = 0; i < n; i++)
-        if ((k[i].kind == K_TABLE || k[i].kind == K_POOL) && k[i].threads == t)
-            r = fmax(r, k[i].gbps);
-    return r;
+        if ((k[i].kind == K_TABLE || k[i].kind == K_POOL) &&
+            k[i].threads == t && (!best || k[i].gbps > best->gbps))
+            best = &k[i];
+    return best;
 }
 
 static void print_header(const cand_t *k, size_t n, unsigned threads)
@@ -317,9 +348,9 @@ static void print_row(const bench_t *b, const cfg_t *c, const cand_t *k,
     for (size_t i = 0; i < n; i++)
         printf(" %11.1f", k[i].gbps);
     unsigned t = b->o.threads;
-    printf("  %6.0f%%", 100 * strata_best(k, n, 1) / roofline_of(k, n, 1));
+    printf("  %6.0f%%", 100 * strata_best(k, n, 1)->of_roof);
     if (t > 1)
-        printf(" %7.0f%%", 100 * strata_best(k, n, t) / roofline_of(k, n, t));
+        printf(" %7.0f%%", 100 * strata_best(k, n, t)->of_roof);
     printf("\n");
     fflush(stdout);
 }
@@ -334,10 +365,11 @@ static void json_row(bench_t *b, const cfg_t *c, const cand_t *k, size_t n)
         fprintf(b->json,
                 "%s\n    {\"impl\": \"%s\", \"isa\": \"%s\", \"dtype\": "
                 "\"%s\", \"sources\": %zu, \"bytes\": %zu, \"gbps\": %.3f, "
-                "\"threads\": %u, \"roofline_gbps\": %.3f}",
+                "\"threads\": %u, \"roofline_gbps\": %.3f, "
+                "\"of_roofline\": %.3f}",
                 b->nresults++ ? "," : "", k[i].impl, k[i].isa,
                 strata_dtype_name(c->dtype), c->nsrc, c->bytes, k[i].gbps,
-                k[i].threads, roofline_of(k, n, k[i].threads));
+                k[i].threads, roofline_of(k, n, k[i].threads), k[i].of_roof);
     }
 }
 
@@ -584,10 +616,7 @@ typedef struct roof_acc {
 
 static double median_of(roof_acc_t *a)
 {
-    if (!a->n)
-        return 0;
-    qsort(a->v, a->n, sizeof(double), cmp_double);
-    return a->v[a->n / 2];
+    return a->n ? median(a->v, a->n) : 0;
 }
 
 static int run(bench_t *b)
