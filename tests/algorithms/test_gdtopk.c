@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "engine/gdtopk.h"
-#include "engine/log.h"
+#include "tests/support/test_log.h"
 
 static double ratio(double rank, uint32_t epoch)
 {
@@ -96,25 +96,18 @@ static void the_residual_is_flushed_every_e_epochs(void **state)
     }
 }
 
-static int errors;
-static void capture(void *arg, eng_log_level_t level, const char *line)
-{
-    (void)arg;
-    (void)line;
-    errors += level == ENG_LOG_ERROR;
-}
-
 static void bad_arguments_are_errors(void **state)
 {
     (void)state;
-    eng_log_set_sink(capture, NULL);
     eng_gdtopk_plan_t p = {0.5, 0.5, false};
     assert_int_equal(eng_gdtopk_plan(1.5, 1, 1, &p), STRATA_ERR_INVALID);
+    test_log_expect("rank 1.5 must be in [0, 1]");
     assert_int_equal(eng_gdtopk_plan(NAN, 1, 1, &p), STRATA_ERR_INVALID);
+    test_log_expect("rank nan");
     assert_int_equal(eng_gdtopk_plan(0.5, 0, 1, &p), STRATA_ERR_INVALID);
+    test_log_expect("epoch 0");
     assert_int_equal(eng_gdtopk_plan(0.5, 1, 0, &p), STRATA_ERR_INVALID);
-    eng_log_set_sink(NULL, NULL);
-    assert_int_equal(errors, 4);
+    test_log_expect("flush period 0");
     assert_true(p.ratio == 0.5); /* outputs untouched on error */
 }
 
@@ -125,7 +118,8 @@ int main(void)
         cmocka_unit_test(any_number_of_groups_interpolates_geometrically),
         cmocka_unit_test(slower_groups_upload_more_and_ratios_only_fall),
         cmocka_unit_test(the_residual_is_flushed_every_e_epochs),
-        cmocka_unit_test(bad_arguments_are_errors),
+        cmocka_unit_test_setup_teardown(bad_arguments_are_errors,
+                                        test_log_setup, test_log_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

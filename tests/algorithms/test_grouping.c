@@ -11,40 +11,7 @@
 #include <cmocka.h>
 
 #include "engine/grouping.h"
-#include "engine/log.h"
-
-static int errors;
-static char last[1024];
-
-static void capture(void *arg, eng_log_level_t level, const char *line)
-{
-    (void)arg;
-    errors += level == ENG_LOG_ERROR;
-    strncpy(last, line, sizeof(last) - 1);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    errors = 0;
-    eng_log_set_sink(capture, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    eng_log_set_sink(NULL, NULL);
-    return 0;
-}
-
-static void assert_logged(const char *text)
-{
-    assert_int_equal(errors, 1);
-    if (!strstr(last, text))
-        fail_msg("expected \"%s\" in: %s", text, last);
-    errors = 0;
-}
+#include "tests/support/test_log.h"
 
 /* ---- Jenks ---- */
 
@@ -105,11 +72,11 @@ static void jenks_refuses_bad_input(void **state)
     uint32_t start[3];
     double sdcm;
     assert_int_equal(eng_jenks(x, 3, 2, start, &sdcm), STRATA_ERR_INVALID);
-    assert_logged("sorted");
+    test_log_expect("sorted");
     assert_int_equal(eng_jenks(x, 2, 3, start, &sdcm), STRATA_ERR_INVALID);
-    assert_logged("cannot cut 2 values into 3 classes");
+    test_log_expect("cannot cut 2 values into 3 classes");
     assert_int_equal(eng_jenks(x, 3, 0, start, &sdcm), STRATA_ERR_INVALID);
-    assert_logged("into 0 classes");
+    test_log_expect("into 0 classes");
 }
 
 static void jenks_is_accurate_for_large_close_times(void **state)
@@ -224,11 +191,11 @@ static void the_ema_weighs_the_new_sample_by_0_7(void **state)
     assert_int_equal(eng_grouping_report(g, 0, 2.0), STRATA_OK);
     assert_true(fabs(eng_grouping_ema(g, 0) - 1.91) < 1e-12);
     assert_int_equal(eng_grouping_report(g, 0, 0), STRATA_ERR_INVALID);
-    assert_logged("worker 0 reported an iteration time of 0 s");
+    test_log_expect("worker 0 reported an iteration time of 0 s");
     assert_int_equal(eng_grouping_report(g, 0, NAN), STRATA_ERR_INVALID);
-    assert_logged("positive finite");
+    test_log_expect("positive finite");
     assert_int_equal(eng_grouping_report(g, 1, 1.0), STRATA_ERR_INVALID);
-    assert_logged("worker 1 does not exist");
+    test_log_expect("worker 1 does not exist");
     eng_grouping_destroy(g);
 }
 
@@ -281,7 +248,7 @@ static void a_dropped_worker_leaves_the_classification(void **state)
     assert_int_equal(eng_grouping_drop(g, 3), STRATA_OK);
     assert_int_equal(eng_grouping_group_of(g, 3), ENG_GROUPING_NONE);
     assert_int_equal(eng_grouping_drop(g, 4), STRATA_ERR_INVALID);
-    assert_logged("worker 4 does not exist");
+    test_log_expect("worker 4 does not exist");
     /* The others are classified without it ({1,1},{4}). */
     epoch_with(g, t, 3);
     epoch_with(g, t, 3);
@@ -332,15 +299,15 @@ static void manual_lists_are_checked(void **state)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         assert_int_equal(eng_grouping_parse_manual(bad[i].spec, 4, grp, &k),
                          STRATA_ERR_CONFIG);
-        assert_logged(bad[i].error);
+        test_log_expect(bad[i].error);
     }
     eng_grouping_params_t p = {4, 3, 0.8, 8, "manual:0,0,1,1"};
     eng_grouping_t *g = NULL;
     assert_int_equal(eng_grouping_create(&p, &g), STRATA_ERR_CONFIG);
-    assert_logged("STRATA_GROUPS=3 contradicts the 2 groups");
+    test_log_expect("STRATA_GROUPS=3 contradicts the 2 groups");
     p = (eng_grouping_params_t){4, 5, 0.8, 8, "auto"};
     assert_int_equal(eng_grouping_create(&p, &g), STRATA_ERR_CONFIG);
-    assert_logged("STRATA_GROUPS=5 is more groups than the 4 workers");
+    test_log_expect("STRATA_GROUPS=5 is more groups than the 4 workers");
     assert_null(g);
 }
 
@@ -368,7 +335,8 @@ static void parameters_come_from_the_configuration(void **state)
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f)                                                                   \
+    cmocka_unit_test_setup_teardown(f, test_log_setup, test_log_teardown)
     const struct CMUnitTest tests[] = {
         T(jenks_matches_brute_force),
         T(jenks_refuses_bad_input),

@@ -14,44 +14,11 @@
 
 #include <cmocka.h>
 
-#include "engine/log.h"
 #include "engine/state_server.h"
+#include "tests/support/test_log.h"
 
 #define MAXW 8
 #define NS 1000000000.0
-
-static int errors;
-static char last[1024];
-
-static void capture(void *arg, eng_log_level_t level, const char *line)
-{
-    (void)arg;
-    errors += level == ENG_LOG_ERROR;
-    strncpy(last, line, sizeof(last) - 1);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    errors = 0;
-    eng_log_set_sink(capture, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    eng_log_set_sink(NULL, NULL);
-    return 0;
-}
-
-static void assert_logged(const char *text)
-{
-    assert_true(errors >= 1);
-    if (!strstr(last, text))
-        fail_msg("expected \"%s\" in: %s", text, last);
-    errors = 0;
-}
 
 /* ---- the simulator ---- */
 
@@ -300,7 +267,7 @@ static void a_silent_worker_is_dropped_and_the_round_goes_on(void **state)
     assert_true(eng_ss_is_live(ss, 0));
     s.round_start = s.round_end;
     run_round(&s, ss, 1);
-    assert_logged("worker 0 silent for");
+    test_log_expect("worker 0 silent for");
     assert_false(eng_ss_is_live(ss, 0));
     assert_int_equal(eng_ss_live_count(ss), 2);
     /* Workers 1 and 2 trained until the drop, then aggregated soon after
@@ -315,7 +282,7 @@ static void a_silent_worker_is_dropped_and_the_round_goes_on(void **state)
     eng_ss_query_t q = {0, 2, 1, 3.0, 0};
     eng_ss_decision_t d;
     assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_ERR_PEER);
-    assert_logged("worker 0 was dropped");
+    test_log_expect("worker 0 was dropped");
     eng_ss_destroy(ss);
 }
 
@@ -336,13 +303,13 @@ static void expire_and_drop(void **state)
     assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
     now_ns = (int64_t)(3.1 * NS);
     assert_int_equal(eng_ss_expire(ss), 2); /* workers 0 and 2 */
-    assert_logged("dropped from round 0");
+    test_log_expect_n(2, "dropped from round 0");
     assert_int_equal(eng_ss_live_count(ss), 1);
     assert_int_equal(eng_ss_drop(ss, 1), STRATA_OK);
     assert_int_equal(eng_ss_drop(ss, 1), STRATA_OK);
     assert_int_equal(eng_ss_live_count(ss), 0);
     assert_int_equal(eng_ss_drop(ss, 3), STRATA_ERR_INVALID);
-    assert_logged("worker 3 does not exist");
+    test_log_expect("worker 3 does not exist");
     eng_ss_destroy(ss);
 }
 
@@ -361,18 +328,18 @@ static void bad_queries_are_refused(void **state)
                          "round trip of -1 s", "step of inf"};
     for (size_t i = 0; i < 5; i++) {
         assert_int_equal(eng_ss_query(ss, &bad[i], &d), STRATA_ERR_INVALID);
-        assert_logged(why[i]);
+        test_log_expect(why[i]);
     }
     eng_ss_query_t q = {0, 3, 0, 1.0, 0};
     assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
     q.round = 2;
     assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_ERR_STATE);
-    assert_logged("queried in round 2, but round 3 has begun");
+    test_log_expect("queried in round 2, but round 3 has begun");
     eng_ss_destroy(ss);
 
     eng_ss_params_t p = {2, 1.5, false, 1, NULL, NULL};
     assert_int_equal(eng_ss_create(&p, &ss), STRATA_ERR_INVALID);
-    assert_logged("STRATA_ESYNC_EPSILON");
+    test_log_expect("STRATA_ESYNC_EPSILON");
 }
 
 static void parameters_come_from_the_configuration(void **state)
@@ -401,7 +368,8 @@ static void parameters_come_from_the_configuration(void **state)
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f)                                                                   \
+    cmocka_unit_test_setup_teardown(f, test_log_setup, test_log_teardown)
     const struct CMUnitTest tests[] = {
         T(the_paper_setting_matches_the_closed_form),
         T(random_profiles_match_the_closed_form),

@@ -11,41 +11,11 @@
 
 #include <cmocka.h>
 
-#include "engine/log.h"
 #include "engine/tracker.h"
+#include "tests/support/test_log.h"
 
 #define INF ENG_TRACKER_INF
 #define WAIT_MS 10000
-
-typedef struct logged {
-    int errors;
-    char line[1024];
-} logged_t;
-
-static logged_t logged;
-
-static void capture(void *arg, eng_log_level_t level, const char *line)
-{
-    (void)arg;
-    if (level == ENG_LOG_ERROR)
-        logged.errors++;
-    strncpy(logged.line, line, sizeof(logged.line) - 1);
-}
-
-static int setup(void **state)
-{
-    (void)state;
-    memset(&logged, 0, sizeof(logged));
-    eng_log_set_sink(capture, NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    eng_log_set_sink(NULL, NULL);
-    return 0;
-}
 
 static eng_tracker_t *make(uint32_t workers, uint32_t groups,
                            const uint32_t *group_of, int64_t intra,
@@ -55,14 +25,6 @@ static eng_tracker_t *make(uint32_t workers, uint32_t groups,
     eng_tracker_t *t = NULL;
     assert_int_equal(eng_tracker_create(&p, &t), STRATA_OK);
     return t;
-}
-
-/* The error was logged once, and names the given text. */
-static void assert_logged(const char *text)
-{
-    assert_int_equal(logged.errors, 1);
-    assert_non_null(strstr(logged.line, text));
-    logged.errors = 0;
 }
 
 static void bsp_serves_a_clock_after_the_group_completes_it(void **state)
@@ -160,10 +122,10 @@ static void applying_twice_is_refused(void **state)
     eng_tracker_t *t = make(2, 2, own, 0, 0);
     assert_int_equal(eng_tracker_advance_worker(t, 0, 1), STRATA_OK);
     assert_int_equal(eng_tracker_advance_worker(t, 0, 1), STRATA_ERR_STATE);
-    assert_logged("twice");
+    test_log_expect("twice");
     assert_int_equal(eng_tracker_advance_group(t, 1, 1), STRATA_OK);
     assert_int_equal(eng_tracker_advance_group(t, 1, 1), STRATA_ERR_STATE);
-    assert_logged("group 1 is at clock 1");
+    test_log_expect("group 1 is at clock 1");
     assert_int_equal(eng_tracker_worker_clock(t, 0), 1);
     eng_tracker_destroy(t);
 }
@@ -175,26 +137,26 @@ static void bad_arguments_are_errors(void **state)
     eng_tracker_params_t p = {2, 2, 0, 0, bad};
     eng_tracker_t *t = NULL;
     assert_int_equal(eng_tracker_create(&p, &t), STRATA_ERR_INVALID);
-    assert_logged("worker 1 is in group 2");
+    test_log_expect("worker 1 is in group 2");
     p = (eng_tracker_params_t){0, 1, 0, 0, NULL};
     assert_int_equal(eng_tracker_create(&p, &t), STRATA_ERR_INVALID);
-    assert_logged("at least one worker");
+    test_log_expect("at least one worker");
     p = (eng_tracker_params_t){1, 1, -1, 0, NULL};
     assert_int_equal(eng_tracker_create(&p, &t), STRATA_ERR_INVALID);
-    assert_logged(">= 0");
+    test_log_expect(">= 0");
     assert_null(t);
 
     t = make(2, 1, NULL, 0, 0);
     assert_int_equal(eng_tracker_advance_worker(t, 2, 1), STRATA_ERR_INVALID);
-    assert_logged("worker 2 does not exist");
+    test_log_expect("worker 2 does not exist");
     assert_int_equal(eng_tracker_advance_group(t, 1, 1), STRATA_ERR_INVALID);
-    assert_logged("group 1 does not exist");
+    test_log_expect("group 1 does not exist");
     assert_int_equal(eng_tracker_advance_worker(t, 0, -1), STRATA_ERR_RANGE);
-    assert_logged("outside");
+    test_log_expect("outside");
     assert_int_equal(
         eng_tracker_advance_worker(t, 0, ENG_TRACKER_MAX_CLOCK + 1),
         STRATA_ERR_RANGE);
-    assert_logged("outside");
+    test_log_expect("outside");
     assert_int_equal(eng_tracker_advance_worker(t, 0, ENG_TRACKER_MAX_CLOCK),
                      STRATA_OK);
     assert_int_equal(eng_tracker_worker_clock(t, 0), ENG_TRACKER_MAX_CLOCK);
@@ -203,7 +165,7 @@ static void bad_arguments_are_errors(void **state)
     assert_int_equal(eng_tracker_group_clock(t, 7), -1);
     assert_int_equal(eng_tracker_group_of(t, 7), UINT32_MAX);
     assert_int_equal(eng_tracker_wait_pull(t, 9, 0, 0), STRATA_ERR_INVALID);
-    assert_logged("worker 9 does not exist");
+    test_log_expect("worker 9 does not exist");
     eng_tracker_destroy(t);
 }
 
@@ -224,7 +186,7 @@ static void a_dropped_worker_leaves_the_minimum(void **state)
     assert_int_equal(eng_tracker_group_clock(t, 2), INF);
     /* A late update of the dead worker is refused. */
     assert_int_equal(eng_tracker_advance_worker(t, 2, 1), STRATA_ERR_PEER);
-    assert_logged("was dropped");
+    test_log_expect("was dropped");
     assert_int_equal(eng_tracker_wait_pull(t, 2, 0, WAIT_MS), STRATA_ERR_PEER);
     /* Everyone gone: the minimum is infinite. */
     assert_int_equal(eng_tracker_drop_worker(t, 0), STRATA_OK);
@@ -243,7 +205,7 @@ static void a_dropped_group_leaves_the_minimum(void **state)
     assert_int_equal(eng_tracker_drop_group(t, 1), STRATA_OK);
     assert_true(eng_tracker_may_pull(t, 0, 1));
     assert_int_equal(eng_tracker_advance_group(t, 1, 1), STRATA_ERR_PEER);
-    assert_logged("every member of group 1 was dropped");
+    test_log_expect("every member of group 1 was dropped");
     eng_tracker_destroy(t);
 }
 
@@ -261,7 +223,7 @@ static void moving_a_worker_rebases_its_clock(void **state)
 
     /* Worker 1 slowed down: it joins group 1 at its clock 2. */
     assert_int_equal(eng_tracker_move_worker(t, 1, 1, 1), STRATA_ERR_STATE);
-    assert_logged("already at 2");
+    test_log_expect("already at 2");
     assert_int_equal(eng_tracker_move_worker(t, 1, 1, 2), STRATA_OK);
     assert_int_equal(eng_tracker_group_of(t, 1), 1);
     assert_int_equal(eng_tracker_worker_clock(t, 1), 2);
@@ -282,7 +244,7 @@ static void moving_a_worker_rebases_its_clock(void **state)
     /* Group 2 is empty: it takes a joiner's clock, but never below the
      * minimum. */
     assert_int_equal(eng_tracker_move_worker(t, 2, 2, 1), STRATA_ERR_STATE);
-    assert_logged("below the minimum");
+    test_log_expect("below the minimum");
     assert_int_equal(eng_tracker_move_worker(t, 2, 2, 4), STRATA_OK);
     assert_int_equal(eng_tracker_group_clock(t, 2), 4);
     assert_int_equal(eng_tracker_min_clock(t), 3); /* worker 1 in group 1 */
@@ -291,7 +253,7 @@ static void moving_a_worker_rebases_its_clock(void **state)
     assert_int_equal(eng_tracker_drop_worker(t, 1), STRATA_OK);
     assert_int_equal(eng_tracker_min_clock(t), 4);
     assert_int_equal(eng_tracker_move_worker(t, 1, 0, 6), STRATA_ERR_PEER);
-    assert_logged("was dropped");
+    test_log_expect("was dropped");
     eng_tracker_destroy(t);
 }
 
@@ -334,7 +296,7 @@ static void a_parked_waiter_is_woken(void **state)
     assert_int_equal(wait_while(0), STRATA_OK);
     assert_int_equal(wait_while(1), STRATA_ERR_PEER);
     assert_int_equal(wait_while(2), STRATA_ERR_CANCELED);
-    assert_int_equal(logged.errors, 0);
+    assert_int_equal(test_log.errors, 0);
 }
 
 static void a_wait_times_out_with_the_clocks_logged(void **state)
@@ -347,11 +309,11 @@ static void a_wait_times_out_with_the_clocks_logged(void **state)
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
     assert_true(ms >= 49.0);
-    assert_logged("worker 1 (group 0) waited 50 ms for clock 1");
+    test_log_expect("worker 1 (group 0) waited 50 ms for clock 1");
     /* A zero timeout only polls. */
     assert_int_equal(eng_tracker_wait_pull(t, 1, 0, 0), STRATA_OK);
     assert_int_equal(eng_tracker_wait_pull(t, 1, 1, 0), STRATA_ERR_TIMEOUT);
-    assert_logged("waited 0 ms");
+    test_log_expect("waited 0 ms");
     eng_tracker_destroy(t);
 }
 
@@ -397,7 +359,7 @@ static void staleness_counts_versions_since_the_last_pull(void **state)
     assert_int_equal(s.min_clock, 0);
     assert_int_equal(eng_tracker_record_update(t, 3, NULL, NULL),
                      STRATA_ERR_INVALID);
-    assert_logged("worker 3 does not exist");
+    test_log_expect("worker 3 does not exist");
     eng_tracker_destroy(t);
 }
 
@@ -415,7 +377,8 @@ static void histogram_buckets_are_powers_of_two(void **state)
 
 int main(void)
 {
-#define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
+#define T(f)                                                                   \
+    cmocka_unit_test_setup_teardown(f, test_log_setup, test_log_teardown)
     const struct CMUnitTest tests[] = {
         T(bsp_serves_a_clock_after_the_group_completes_it),
         T(ssp_lets_a_worker_run_s_clocks_ahead),
