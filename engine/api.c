@@ -117,6 +117,28 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
     return st;
 }
 
+/* What strata_transport() says, from the connections made. */
+static void eng_name_transport(strata_ctx_t *ctx)
+{
+    size_t len = 0;
+    for (int i = 0; i < ENG_NPROV; i++) {
+        bool used = false;
+        for (int a = 0; ctx->worker && a < ctx->naggs; a++)
+            used |= eng_worker_link_prov(ctx, a) == i;
+        if (ctx->agg)
+            used = ctx->data_listener[i] != NULL;
+        if (!used)
+            continue;
+        if (ctx->worker && len > 0) {
+            snprintf(ctx->transport, sizeof(ctx->transport), "mixed");
+            return;
+        }
+        len +=
+            (size_t)snprintf(ctx->transport + len, sizeof(ctx->transport) - len,
+                             "%s%s", len ? "+" : "", eng_prov_names[i]);
+    }
+}
+
 strata_status_t strata_init_with(const char *const *settings,
                                  strata_ctx_t **ctx_out)
 {
@@ -149,8 +171,10 @@ strata_status_t strata_init_with(const char *const *settings,
         eng_ctx_free(ctx);
         return st;
     }
-    eng_info("rank %d of %d joined as %s", ctx->rank, ctx->size,
-             ctx->role == STRATA_ROLE_AGGREGATOR ? "aggregator" : "worker");
+    eng_name_transport(ctx);
+    eng_info("rank %d of %d joined as %s over %s", ctx->rank, ctx->size,
+             ctx->role == STRATA_ROLE_AGGREGATOR ? "aggregator" : "worker",
+             ctx->transport);
     *ctx_out = ctx;
     return STRATA_OK;
 }
@@ -397,6 +421,11 @@ int64_t strata_clock(const strata_ctx_t *ctx)
 {
     return atomic_load_explicit(&((strata_ctx_t *)ctx)->clock,
                                 memory_order_relaxed);
+}
+
+const char *strata_transport(const strata_ctx_t *ctx)
+{
+    return ctx->transport;
 }
 
 /* ---- memory ---- */

@@ -137,6 +137,7 @@ struct strata_ctx {
     int worker_index; /* -1 for aggregators */
     int timeout_ms;
     char host_id[ENG_HOST_ID_MAX];
+    char transport[32]; /* strata_transport(), set once joined */
     eng_policy_t *policy;
 
     /* progress thread */
@@ -304,6 +305,8 @@ strata_status_t eng_worker_register(strata_ctx_t *ctx,
                                     const eng_tensor_desc_t *desc, void *param,
                                     void *grad, int *id_out);
 uint32_t eng_worker_ntensors(const strata_ctx_t *ctx);
+/* The provider of the connection to aggregator a (after joining). */
+int eng_worker_link_prov(const strata_ctx_t *ctx, int a);
 /* Raised to the least clock whose model every parameter buffer holds. */
 eng_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx);
 /* The roster arrived: connect to every aggregator. */

@@ -158,6 +158,11 @@ strata_status_t eng_worker_register(strata_ctx_t *ctx,
     return STRATA_OK;
 }
 
+int eng_worker_link_prov(const strata_ctx_t *ctx, int a)
+{
+    return ctx->worker->links[a].prov;
+}
+
 uint32_t eng_worker_ntensors(const strata_ctx_t *ctx)
 {
     return ctx->worker->ntensors;

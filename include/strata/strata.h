@@ -146,6 +146,10 @@ int strata_worker_index(const strata_ctx_t *ctx);
 int strata_group(const strata_ctx_t *ctx);
 /* The worker's clock: the number of steps it has pushed. */
 int64_t strata_clock(const strata_ctx_t *ctx);
+/* The transport a worker reaches the aggregators over: "verbs", "tcp",
+ * "shm", or "mixed" when it differs between aggregators; for an aggregator,
+ * the ones it accepts workers on, such as "tcp+shm". */
+const char *strata_transport(const strata_ctx_t *ctx);
 
 /* ---- memory ---- */
 

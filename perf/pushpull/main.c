@@ -1,0 +1,386 @@
+/*
+ * strata-bench-pushpull [--aggregators S] [--min-bytes A] [--max-bytes B]
+ *                       [--iters N] [--warmup K] [--optimizer sum|sgd]
+ *                       [--json FILE]
+ * One BSP round (every worker pushes B bytes of fp32 gradients, the
+ * aggregators reduce them, every worker pulls B bytes back) timed for sizes
+ * doubling from A to B, as nccl-tests prints collectives; under mpirun, in
+ * the same run, MPI_Allreduce of the same bytes among the same workers.
+ *
+ *   mpirun -np W+S strata-bench-pushpull --aggregators S ...
+ *   strata-run --spmd -n W -a S -- strata-bench-pushpull --aggregators S ...
+ *
+ * Each size is a job of its own (strata_init, one tensor, strata_finalize),
+ * so every rank, aggregators too, runs this program.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <strata/strata.h>
+
+#include "perf/pushpull/bench.h"
+
+typedef struct opts {
+    int aggs;
+    size_t min_bytes, max_bytes;
+    int iters, warmup; /* iters 0: from the size */
+    const char *optimizer;
+    const char *json;
+} opts_t;
+
+typedef struct row {
+    size_t bytes;
+    int workers, aggs;
+    char transport[32];
+    double strata_us, mpi_us; /* mpi_us < 0: no baseline */
+} row_t;
+
+typedef struct bench {
+    opts_t o;
+    bool mpi;
+    char coord_file[256];
+    char secret[65];
+    row_t *rows;
+    int nrows;
+} bench_t;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: strata-bench-pushpull [--aggregators S] [--min-bytes A] "
+               "[--max-bytes B]\n"
+               "         [--iters N] [--warmup K] [--optimizer sum|sgd] "
+               "[--json FILE]\n"
+               "Times one BSP push-reduce-pull round among the workers and "
+               "aggregators for\nsizes doubling from A to B (default 4K:64M), "
+               "and MPI_Allreduce of the same\nbytes among the same workers "
+               "when launched by mpirun:\n"
+               "  mpirun -np W+S strata-bench-pushpull --aggregators S\n"
+               "  strata-run --spmd -n W -a S -- strata-bench-pushpull "
+               "--aggregators S\n");
+}
+
+static bool parse_bytes(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
+    end += shift != 0;
+    if (errno || end == s || *end || v == 0 || v > (1ull << 34) >> shift ||
+        ((v << shift) & 3))
+        return false;
+    *out = (size_t)(v << shift);
+    return true;
+}
+
+static int parse(int argc, char **argv, opts_t *o)
+{
+    static const struct option opts[] = {
+        {"aggregators", required_argument, NULL, 'a'},
+        {"min-bytes", required_argument, NULL, 'b'},
+        {"max-bytes", required_argument, NULL, 'e'},
+        {"iters", required_argument, NULL, 'n'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"optimizer", required_argument, NULL, 'o'},
+        {"json", required_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    *o = (opts_t){.aggs = 1,
+                  .min_bytes = 4096,
+                  .max_bytes = 64 << 20,
+                  .warmup = 3,
+                  .optimizer = "sum"};
+    int c;
+    while ((c = getopt_long(argc, argv, "a:b:e:n:w:o:j:h", opts, NULL)) != -1) {
+        bool ok = true;
+        switch (c) {
+        case 'a':
+            ok = (o->aggs = atoi(optarg)) > 0;
+            break;
+        case 'b':
+            ok = parse_bytes(optarg, &o->min_bytes);
+            break;
+        case 'e':
+            ok = parse_bytes(optarg, &o->max_bytes);
+            break;
+        case 'n':
+            ok = (o->iters = atoi(optarg)) > 0;
+            break;
+        case 'w':
+            ok = (o->warmup = atoi(optarg)) >= 0;
+            break;
+        case 'o':
+            o->optimizer = optarg;
+            ok = strcmp(optarg, "sum") == 0 || strcmp(optarg, "sgd") == 0;
+            break;
+        case 'j':
+            o->json = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            ok = false;
+        }
+        if (!ok) {
+            usage(stderr);
+            return -1;
+        }
+    }
+    if (o->min_bytes > o->max_bytes) {
+        fprintf(stderr, "strata-bench-pushpull: --min-bytes exceeds "
+                        "--max-bytes (sizes are multiples of 4 bytes)\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Under mpirun the bench finds its own coordinator and secret: rank 0
+ * chooses, MPI tells the others. Under strata-run they come from it. */
+static int setup_job(bench_t *b)
+{
+    const char *file = getenv("STRATA_COORD_FILE");
+    if (file)
+        snprintf(b->coord_file, sizeof(b->coord_file), "%s", file);
+    if (!b->mpi)
+        return 0;
+    bool one_host = perf_pp_mpi_one_host();
+    if (perf_pp_mpi_rank() == 0) {
+        unsigned char key[32];
+        if (getrandom(key, sizeof(key), 0) != (ssize_t)sizeof(key))
+            return -1;
+        for (size_t i = 0; i < sizeof(key); i++)
+            snprintf(b->secret + 2 * i, 3, "%02x", key[i]);
+        if (!file && one_host)
+            snprintf(b->coord_file, sizeof(b->coord_file),
+                     "/tmp/strata-bench-pushpull.%d.coord", (int)getpid());
+    }
+    perf_pp_mpi_bcast(b->coord_file, sizeof(b->coord_file));
+    perf_pp_mpi_bcast(b->secret, sizeof(b->secret));
+    if (!b->coord_file[0] && !getenv("STRATA_COORD")) {
+        fprintf(stderr, "strata-bench-pushpull: ranks on several hosts: set "
+                        "STRATA_COORD=host:port or STRATA_COORD_FILE on a "
+                        "shared filesystem\n");
+        return -1;
+    }
+    if (one_host && !getenv("STRATA_HOST"))
+        setenv("STRATA_HOST", "127.0.0.1", 1);
+    perf_pp_mpi_split(perf_pp_mpi_rank() >= b->o.aggs); /* ranks 0..S-1 */
+    return 0;
+}
+
+/* The settings of the job for size index k. */
+static void settings(const bench_t *b, int k, char buf[6][320],
+                     const char *out[7])
+{
+    int n = 0;
+    snprintf(buf[n++], 320, "NUM_AGGREGATORS=%d", b->o.aggs);
+    snprintf(buf[n++], 320, "OPTIMIZER=%s", b->o.optimizer);
+    snprintf(buf[n++], 320, "LR=1");
+    if (b->coord_file[0])
+        snprintf(buf[n++], 320, "COORD_FILE=%s.%d", b->coord_file, k);
+    if (b->secret[0])
+        snprintf(buf[n++], 320, "JOB_SECRET=%s", b->secret);
+    for (int i = 0; i < n; i++)
+        out[i] = buf[i];
+    out[n] = NULL;
+}
+
+static int iterations(const bench_t *b, size_t bytes)
+{
+    if (b->o.iters)
+        return b->o.iters;
+    size_t n = ((size_t)256 << 20) / bytes;
+    return n < 5 ? 5 : n > 200 ? 200 : (int)n;
+}
+
+/* Every worker pushes ones, so the sum every worker pulls is W. */
+static int check_sum(const float *param, size_t count, int nworkers)
+{
+    size_t probe[3] = {0, count / 2, count - 1};
+    for (int i = 0; i < 3; i++)
+        if (param[probe[i]] != (float)nworkers) {
+            fprintf(stderr,
+                    "strata-bench-pushpull: element %zu is %g after the "
+                    "rounds, expected %d\n",
+                    probe[i], param[probe[i]], nworkers);
+            return -1;
+        }
+    return 0;
+}
+
+/* One size, one job: returns the microseconds per round (slowest worker),
+ * or a negative value after an error. */
+static double run_worker(bench_t *b, strata_ctx_t *ctx, size_t bytes,
+                         row_t *row)
+{
+    size_t count = bytes / sizeof(float);
+    float *param = NULL, *grad = malloc(bytes);
+    double us = -1;
+    if (!grad || strata_alloc(ctx, bytes, (void **)&param) != STRATA_OK)
+        goto out;
+    for (size_t i = 0; i < count; i++)
+        grad[i] = 1.0f;
+    if (strata_tensor_register(ctx, "model", param, grad, count, STRATA_FP32,
+                               NULL) != STRATA_OK ||
+        strata_commit(ctx) != STRATA_OK)
+        goto out;
+    for (int i = 0; i < b->o.warmup; i++)
+        if (strata_step(ctx) != STRATA_OK)
+            goto out;
+    int iters = iterations(b, bytes);
+    if (b->mpi)
+        perf_pp_mpi_barrier();
+    double t0 = now_us();
+    for (int i = 0; i < iters; i++)
+        if (strata_step(ctx) != STRATA_OK)
+            goto out;
+    us = (now_us() - t0) / iters;
+    if (strcmp(b->o.optimizer, "sum") == 0 &&
+        check_sum(param, count, strata_num_workers(ctx)) != 0)
+        us = -1;
+    snprintf(row->transport, sizeof(row->transport), "%s",
+             strata_transport(ctx));
+out:
+    if (param)
+        strata_free(ctx, param);
+    free(grad);
+    return us;
+}
+
+static double run_mpi(const bench_t *b, size_t bytes)
+{
+    float *send = malloc(bytes), *recv = malloc(bytes);
+    double us = -1;
+    if (send && recv) {
+        for (size_t i = 0; i < bytes / sizeof(float); i++)
+            send[i] = 1.0f;
+        us = perf_pp_mpi_allreduce_us(send, recv, bytes / sizeof(float),
+                                      b->o.warmup, iterations(b, bytes));
+    }
+    free(send);
+    free(recv);
+    return us;
+}
+
+/* One size on every rank; the first worker keeps the row. */
+static int run_size(bench_t *b, int k, size_t bytes, bool *first_worker)
+{
+    char buf[6][320];
+    const char *set[7];
+    settings(b, k, buf, set);
+    strata_ctx_t *ctx;
+    if (strata_init_with(set, &ctx) != STRATA_OK)
+        return -1;
+    bool worker = strata_role(ctx) == STRATA_ROLE_WORKER;
+    *first_worker = strata_worker_index(ctx) == 0;
+    row_t row = {.bytes = bytes,
+                 .workers = strata_num_workers(ctx),
+                 .aggs = strata_num_aggregators(ctx),
+                 .mpi_us = -1};
+    double us = 0;
+    if (worker)
+        us = run_worker(b, ctx, bytes, &row);
+    else if (strata_serve(ctx) != STRATA_OK)
+        us = -1;
+    if (strata_finalize(ctx) != STRATA_OK || us < 0)
+        return -1;
+    if (worker && b->mpi) {
+        row.strata_us = perf_pp_mpi_max(us);
+        row.mpi_us = run_mpi(b, bytes);
+    } else {
+        row.strata_us = us;
+    }
+    if (*first_worker)
+        b->rows[b->nrows++] = row;
+    return 0;
+}
+
+static void print_row(const row_t *r)
+{
+    double gb = (double)r->bytes / 1e3;
+    printf("%12zu %7d %5d %9s %11.1f %9.2f", r->bytes, r->workers, r->aggs,
+           r->transport, r->strata_us, gb / r->strata_us);
+    if (r->mpi_us >= 0)
+        printf(" %11.1f %9.2f %7.2f\n", r->mpi_us, gb / r->mpi_us,
+               r->strata_us / r->mpi_us);
+    else
+        printf(" %11s %9s %7s\n", "-", "-", "-");
+}
+
+static int write_json(const bench_t *b)
+{
+    FILE *f = fopen(b->o.json, "w");
+    if (!f) {
+        fprintf(stderr, "strata-bench-pushpull: %s: %s\n", b->o.json,
+                strerror(errno));
+        return -1;
+    }
+    fprintf(f, "{\"results\": [");
+    for (int i = 0; i < b->nrows; i++) {
+        const row_t *r = &b->rows[i];
+        fprintf(f,
+                "%s\n  {\"bytes\": %zu, \"workers\": %d, \"aggregators\": %d, "
+                "\"transport\": \"%s\", \"strata_us\": %.2f, "
+                "\"mpi_allreduce_us\": ",
+                i ? "," : "", r->bytes, r->workers, r->aggs, r->transport,
+                r->strata_us);
+        if (r->mpi_us >= 0)
+            fprintf(f, "%.2f}", r->mpi_us);
+        else
+            fprintf(f, "null}");
+    }
+    fprintf(f, "\n]}\n");
+    return fclose(f) == 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    bench_t b = {0};
+    b.mpi = perf_pp_mpi_start(&argc, &argv);
+    if (parse(argc, argv, &b.o) != 0 || setup_job(&b) != 0)
+        return 2;
+    int nsizes = 0;
+    for (size_t s = b.o.min_bytes; s <= b.o.max_bytes; s *= 2)
+        nsizes++;
+    b.rows = calloc((size_t)nsizes, sizeof(*b.rows));
+    bool first = false;
+    int rc = b.rows ? 0 : 1;
+    size_t bytes = b.o.min_bytes;
+    for (int k = 0; rc == 0 && k < nsizes; k++, bytes *= 2) {
+        rc = run_size(&b, k, bytes, &first) == 0 ? 0 : 1;
+        if (rc == 0 && first && k == 0)
+            printf("# strata-bench-pushpull: one BSP push-reduce-pull round "
+                   "(%s) vs MPI_Allreduce (%s)\n"
+                   "#%11s %7s %5s %9s %11s %9s %11s %9s %7s\n",
+                   b.o.optimizer,
+                   b.mpi ? perf_pp_mpi_version() : "not under mpirun", "bytes",
+                   "workers", "aggs", "transport", "strata_us", "GB/s",
+                   "mpi_us", "GB/s", "ratio");
+        if (rc == 0 && first) {
+            print_row(&b.rows[b.nrows - 1]);
+            fflush(stdout);
+        }
+    }
+    if (rc == 0 && first && b.o.json && write_json(&b) != 0)
+        rc = 1;
+    free(b.rows);
+    if (b.mpi)
+        perf_pp_mpi_end();
+    return rc;
+}
