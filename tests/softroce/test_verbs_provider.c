@@ -344,49 +344,51 @@ static void sizes_around_inline(void **state)
     pair_close();
 }
 
-/* Registrations inside one another share a memory region (same key), and
- * tp_mem_alloc() memory is registered with its arena chunk. */
-static void registrations_are_shared(void **state)
+/* A region inside another keeps its registration when the outer one goes;
+ * exporting is idempotent per endpoint; every exported region has its own
+ * key, bounded to its bytes (a write beyond is refused by the device). */
+static void registrations_and_exports(void **state)
 {
     (void)state;
     pair_open(NULL);
     size_t len = 1 << 20;
     unsigned char *buf = aligned_alloc(4096, len);
     assert_non_null(buf);
-    tp_mr_t *whole, *part, *other;
+    memset(buf, 0, len);
+    tp_mr_t *whole, *part;
     assert_int_equal(
         tp_mr_reg(P->srv.ctx, buf, len, TP_ACCESS_REMOTE_WRITE, &whole),
         STRATA_OK);
     assert_int_equal(tp_mr_reg(P->srv.ctx, buf + 4096 + 17, 100,
                                TP_ACCESS_REMOTE_WRITE, &part),
                      STRATA_OK);
-    tp_rdesc_t dw, dp, da, db;
+    tp_rdesc_t dw, dp, dp2;
     assert_int_equal(tp_mr_export(whole, P->srv.ep, &dw), STRATA_OK);
     assert_int_equal(tp_mr_export(part, P->srv.ep, &dp), STRATA_OK);
-    assert_int_equal(dw.key, dp.key);
+    assert_int_equal(tp_mr_export(part, P->srv.ep, &dp2), STRATA_OK);
+    assert_int_equal(dp.key, dp2.key);
+    assert_int_not_equal(dw.key, dp.key);
     assert_int_equal(dp.addr, (uint64_t)(uintptr_t)(buf + 4096 + 17));
     assert_int_equal(dp.len, 100);
-    tp_mr_dereg(whole); /* part keeps the registration alive */
+    tp_mr_dereg(whole); /* part keeps working */
     unsigned char *src;
-    tp_mr_t *smr = source(100, &src);
-    fill(src, 100, 5);
+    tp_mr_t *smr = source(200, &src);
+    fill(src, 200, 5);
     write_retry(smr, 0, &dp, 0, 100, 1, TP_WRITE_IMM);
     assert_int_equal(expect(&P->srv, TP_EV_WRITE_IMM).status, STRATA_OK);
     assert_memory_equal(buf + 4096 + 17, src, 100);
     assert_int_equal(expect(&P->cli, TP_EV_WRITE_DONE).status, STRATA_OK);
-    void *a, *b;
-    assert_int_equal(
-        tp_mem_alloc(P->srv.ctx, 1000, TP_ACCESS_REMOTE_WRITE, &a, &other),
-        STRATA_OK);
-    tp_mr_t *other2;
-    assert_int_equal(
-        tp_mem_alloc(P->srv.ctx, 5000, TP_ACCESS_REMOTE_WRITE, &b, &other2),
-        STRATA_OK);
-    assert_int_equal(tp_mr_export(other, P->srv.ep, &da), STRATA_OK);
-    assert_int_equal(tp_mr_export(other2, P->srv.ep, &db), STRATA_OK);
-    assert_int_equal(da.key, db.key); /* one chunk, one registration */
-    tp_mr_dereg(other);
-    tp_mr_dereg(other2);
+    /* One byte past the end, forged: refused, nothing written. */
+    tp_rdesc_t forged = dp;
+    forged.len = 200;
+    write_retry(smr, 0, &forged, 0, 101, 2, TP_WRITE_IMM);
+    tp_event_t ev = expect(&P->cli, TP_EV_WRITE_DONE);
+    assert_int_equal(ev.status, STRATA_ERR_RANGE);
+    assert_int_equal(expect(&P->cli, TP_EV_DISCONNECTED).status,
+                     STRATA_ERR_RANGE);
+    assert_int_equal(buf[4096 + 17 + 100], 0);
+    assert_int_equal(expect(&P->srv, TP_EV_DISCONNECTED).status == STRATA_OK,
+                     false);
     tp_mr_dereg(part);
     tp_mr_dereg(smr);
     free(buf);
@@ -588,7 +590,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(default_address_from_gid),
         cmocka_unit_test(sizes_around_inline),
-        cmocka_unit_test(registrations_are_shared),
+        cmocka_unit_test(registrations_and_exports),
         cmocka_unit_test(write_beyond_one_request),
         cmocka_unit_test(striping_keeps_order),
         cmocka_unit_test(credits_with_few_receives),

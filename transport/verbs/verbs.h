@@ -40,22 +40,26 @@
 #define TP_VERBS_SQ_RESERVE 8   /* send queue entries kept for internal work */
 #define TP_VERBS_STRIPE_MIN 65536 /* smallest write striped over the QPs */
 #define TP_VERBS_STRIPE_ALIGN 4096
-#define TP_VERBS_MAX_WR (1u << 30) /* bytes one work request carries at most   \
-                                    */
+#define TP_VERBS_MAX_WR                                                        \
+    (1u << 30) /* bytes one work request carries at most                       \
+                */
 #define TP_VERBS_QPS_MAX 64
-#define TP_VERBS_INBOX_SLOTS 4096 /* endpoints per context */
+#define TP_VERBS_INBOX_LINE 64
 #define TP_VERBS_CQ_SIZE 8192
-#define TP_VERBS_SMALL 80 /* payload kept in the operation (TP_AUTH_MSG_MAX)   \
-                           */
+#define TP_VERBS_SMALL                                                         \
+    80 /* payload kept in the operation (TP_AUTH_MSG_MAX)                      \
+        */
 
 /* Messages the provider sends itself, as SEND_WITH_IMM with this type as
  * immediate; the application's messages are plain SENDs. */
 enum tp_verbs_msg_type {
-    TP_VERBS_MSG_AUTH = 1,  /* an auth.h message */
-    TP_VERBS_MSG_SETUP = 2, /* inbox and extra QPs, after authentication */
-    TP_VERBS_MSG_READY = 3, /* client: extra QPs are ready */
-    TP_VERBS_MSG_WIMM = 4,  /* {imm, len} ending a multi-request write */
-    TP_VERBS_MSG_BYE = 5,   /* tp_ep_close(): the close is deliberate */
+    TP_VERBS_MSG_AUTH = 1,     /* an auth.h message */
+    TP_VERBS_MSG_SETUP = 2,    /* inbox and extra QPs, after authentication */
+    TP_VERBS_MSG_READY = 3,    /* client: extra QPs are ready */
+    TP_VERBS_MSG_WIMM = 4,     /* {imm, len} ending a multi-request write */
+    TP_VERBS_MSG_BYE = 5,      /* tp_ep_close(): the close is deliberate */
+    TP_VERBS_MSG_EXPORT = 6,   /* {id, rkeys of QPs 1..} of an export */
+    TP_VERBS_MSG_UNEXPORT = 7, /* {id}: the export is gone */
 };
 
 /* wr_id of a work request: a pointer tagged in its low bit. */
@@ -83,7 +87,27 @@ typedef struct tp_verbs_cq {
 typedef struct tp_verbs_swr {
     tp_verbs_qp_t *qp;
     tp_verbs_op_t *op; /* NULL: internal work */
+    uint32_t bind_id;  /* a memory-window bind of this export, or 0 */
 } tp_verbs_swr_t;
+
+/* A region exported to one endpoint: with type-2 memory windows, one window
+ * per queue pair of the endpoint, bound over exactly the region, so that
+ * only that peer reaches it and only within its bounds. */
+typedef struct tp_verbs_export {
+    struct tp_verbs_mr *mr;
+    tp_verbs_ep_t *ep;
+    struct tp_verbs_export *mr_next, *ep_next;
+    uint32_t id;
+    unsigned binds_pending; /* on QPs 1.., before the peer may stripe */
+    struct ibv_mw **mw;     /* nqps */
+    uint32_t *rkey;         /* nqps */
+} tp_verbs_export_t;
+
+/* The peer's windows on QPs 1.. for one of its exports (EXPORT message). */
+typedef struct tp_verbs_peer_export {
+    uint32_t id; /* 0: free */
+    uint32_t *rkey;
+} tp_verbs_peer_export_t;
 
 /* One receive buffer of QP 0. */
 typedef struct tp_verbs_rbuf {
@@ -119,7 +143,8 @@ struct tp_verbs_op {
     int8_t stage; /* staging slot of a send, or -1 */
     uint32_t imm; /* writes: the immediate; messages: the type */
     uint32_t len, posted;
-    uint32_t stripe; /* bytes per QP of a striped write, 0: QP 0 only */
+    uint32_t stripe;    /* bytes per QP of a striped write, 0: QP 0 only */
+    uint32_t export_id; /* of the target, for the rkeys of QPs 1.. */
     uint32_t wrs_out;
     uint32_t lkey, rkey;
     uint64_t laddr, raddr;
@@ -194,9 +219,17 @@ struct tp_verbs_ep {
     uint8_t *stage;      /* TP_VERBS_STAGE_SLOTS send buffers */
     uint32_t stage_free; /* bit i: slot i free */
 
+    /* exports: ours to the peer, and the peer's windows for striping */
+    tp_verbs_export_t *exports;
+    uint32_t next_export_id;
+    tp_verbs_peer_export_t *peer_exports; /* open addressing */
+    uint32_t npeer_exports, peer_exports_cap;
+
     /* credits */
-    int inbox_slot;
     volatile uint32_t *inbox; /* receives the peer posted for us, in total */
+    struct ibv_mr *inbox_mr;  /* the inbox line alone, for remote writes */
+    struct ibv_mw *inbox_mw;
+    uint32_t inbox_rkey;
     uint64_t peer_inbox_addr;
     uint32_t peer_inbox_rkey;
     uint32_t credits_used; /* receive-consuming requests we posted */
@@ -219,7 +252,9 @@ struct tp_verbs_listener {
 typedef struct tp_verbs_mr {
     tp_mr_t base; /* first: provider.h */
     tp_verbs_reg_t *reg;
-    eng_arena_t *arena; /* from tp_mem_alloc(): free into it */
+    bool from_arena;      /* tp_mem_alloc(): free into the arena */
+    struct ibv_mr *exact; /* the region alone, once exported */
+    tp_verbs_export_t *exports;
 } tp_verbs_mr_t;
 
 /* Per-context settings, read once at open. */
@@ -233,12 +268,12 @@ typedef struct tp_verbs_params {
 struct tp_verbs_ctx {
     tp_ctx_t base; /* first: provider.h */
     tp_verbs_params_t p;
-    struct ibv_context **devices; /* rdma_get_devices() */
-    struct ibv_context *verbs;
+    struct ibv_context *verbs; /* opened by the provider itself */
     char dev_name[IBV_SYSFS_NAME_MAX];
     uint8_t port;
     bool ethernet;
     uint32_t max_msg; /* bytes one work request carries */
+    bool mw_type2;    /* memory windows bound to a QP: see verbs_mem.c */
     tp_verbs_gid_t gid;
     char addr[64]; /* the port's IP address, "" if none */
     struct ibv_pd *pd;
@@ -249,17 +284,8 @@ struct tp_verbs_ctx {
     struct rdma_event_channel *cm;
     tp_auth_secret_t secret;
 
-    tp_verbs_rcache_t rcache;
-    eng_arena_t *arena_local, *arena_remote; /* created on first use */
-    struct tp_verbs_arena_hook {
-        tp_verbs_ctx_t *c;
-        unsigned access;
-    } hook_local, hook_remote;
-
-    uint8_t *inbox_mem; /* TP_VERBS_INBOX_SLOTS lines written by peers */
-    tp_verbs_reg_t *inbox_reg;
-    uint16_t *inbox_free;
-    uint32_t ninbox_free;
+    tp_verbs_rcache_t rcache; /* local access: sources and buffers */
+    eng_arena_t *arena;       /* created on first use */
 
     tp_verbs_ep_t *eps;
     tp_verbs_listener_t *listeners;
@@ -309,6 +335,7 @@ bool tp_verbs_available(void);
 strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const eng_config_t *cfg);
 void tp_verbs_dev_close(tp_verbs_ctx_t *c);
 void tp_verbs_memlock_hint(char *buf, size_t len);
+bool tp_verbs_same_device(const tp_verbs_ctx_t *c, struct ibv_context *dev);
 strata_status_t tp_verbs_thread_start(tp_verbs_ctx_t *c);
 void tp_verbs_cm_rearm(tp_verbs_ctx_t *c);
 void tp_verbs_thread_stop(tp_verbs_ctx_t *c);
@@ -331,9 +358,15 @@ strata_status_t tp_verbs_mr_export(tp_mr_t *mr, tp_ep_t *ep,
 strata_status_t tp_verbs_block_alloc(tp_verbs_ctx_t *c, size_t len,
                                      void **addr_out, tp_verbs_reg_t **reg_out);
 void tp_verbs_block_free(tp_verbs_ctx_t *c, void *addr, tp_verbs_reg_t *reg);
-strata_status_t tp_verbs_inbox_get(tp_verbs_ctx_t *c, int *slot_out);
-void tp_verbs_inbox_put(tp_verbs_ctx_t *c, int slot);
-volatile uint32_t *tp_verbs_inbox_word(tp_verbs_ctx_t *c, int slot);
+strata_status_t tp_verbs_inbox_open(tp_verbs_ep_t *ep);
+void tp_verbs_exports_drop(tp_verbs_ep_t *ep);
+void tp_verbs_unexport(tp_verbs_export_t *x, bool tell);
+void tp_verbs_export_bound(tp_verbs_ep_t *ep, uint32_t id);
+void tp_verbs_peer_export_add(tp_verbs_ep_t *ep, const uint8_t *msg,
+                              uint32_t len);
+void tp_verbs_peer_export_remove(tp_verbs_ep_t *ep, const uint8_t *msg,
+                                 uint32_t len);
+const uint32_t *tp_verbs_peer_export_find(const tp_verbs_ep_t *ep, uint32_t id);
 
 /* verbs_cm.c: listeners, connections, queue pairs */
 strata_status_t tp_verbs_listen(tp_ctx_t *ctx, const char *bind,
@@ -374,6 +407,9 @@ strata_status_t tp_verbs_send(tp_ep_t *ep, const void *buf, size_t len,
                               void *op_ctx);
 strata_status_t tp_verbs_msg(tp_verbs_ep_t *ep, uint32_t type, const void *buf,
                              size_t len);
+strata_status_t tp_verbs_post_bind(tp_verbs_qp_t *qp, struct ibv_mw *mw,
+                                   struct ibv_mr *mr, uint32_t bind_id,
+                                   uint32_t *rkey_out);
 void tp_verbs_pump(tp_verbs_ep_t *ep);
 void tp_verbs_rq_refill(tp_verbs_ep_t *ep);
 void tp_verbs_credit_return(tp_verbs_ep_t *ep, bool force);

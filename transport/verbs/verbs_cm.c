@@ -140,7 +140,7 @@ strata_status_t tp_verbs_listen(tp_ctx_t *ctx, const char *bind,
                   strerror(errno));
         goto destroy_id;
     }
-    if (l->id->verbs && l->id->verbs != c->verbs) {
+    if (l->id->verbs && !tp_verbs_same_device(c, l->id->verbs)) {
         eng_error("verbs: listen address %s belongs to %s, not to %s which "
                   "this context uses (STRATA_IB_DEVICE)",
                   bind, ibv_get_device_name(l->id->verbs->device), c->dev_name);
@@ -381,7 +381,8 @@ destroy:
 static strata_status_t tp_verbs_on_addr(tp_verbs_ep_t *ep)
 {
     tp_verbs_ctx_t *c = ep->ctx;
-    if (ep->id->verbs != c->verbs || ep->id->port_num != c->port) {
+    if (!tp_verbs_same_device(c, ep->id->verbs) ||
+        ep->id->port_num != c->port) {
         eng_error("verbs: %s is reached through %s port %u, not through %s "
                   "port %u which this context uses (STRATA_IB_DEVICE)",
                   ep->base.peer,
@@ -492,7 +493,8 @@ static struct rdma_cm_id *tp_verbs_on_request(tp_verbs_ctx_t *c,
         rdma_reject(ev->id, NULL, 0);
         return ev->id;
     }
-    if (ev->id->verbs != c->verbs || ev->id->port_num != c->port) {
+    if (!tp_verbs_same_device(c, ev->id->verbs) ||
+        ev->id->port_num != c->port) {
         eng_error("verbs: connection request from %s arrived on %s port %u, "
                   "not on %s port %u; rejected",
                   peer, ibv_get_device_name(ev->id->verbs->device),

@@ -131,6 +131,8 @@ static void tp_verbs_send_done(tp_verbs_swr_t *s, const struct ibv_wc *wc)
         tp_verbs_swr_t *t = &qp->swr[qp->sq_tail & (qp->sq_depth - 1)];
         qp->sq_tail++;
         tp_verbs_op_t *op = t->op;
+        if (t->bind_id && wc->status == IBV_WC_SUCCESS)
+            tp_verbs_export_bound(ep, t->bind_id);
         if (op) {
             op->wrs_out--;
             if (wc->status != IBV_WC_SUCCESS && op->status == STRATA_OK)
@@ -167,6 +169,10 @@ static void tp_verbs_recv_msg(tp_verbs_ep_t *ep, uint32_t type,
         memcpy(trailer, data, sizeof(trailer));
         tp_verbs_arrival(ep, TP_EV_WRITE_IMM, le32toh(trailer[0]), NULL,
                          le32toh(trailer[1]));
+    } else if (type == TP_VERBS_MSG_EXPORT) {
+        tp_verbs_peer_export_add(ep, data, len);
+    } else if (type == TP_VERBS_MSG_UNEXPORT) {
+        tp_verbs_peer_export_remove(ep, data, len);
     } else if (type == TP_VERBS_MSG_BYE) {
         eng_debug("verbs: %s closed the endpoint", ep->base.peer);
         tp_verbs_ep_fail(ep, STRATA_OK);

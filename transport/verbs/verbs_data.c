@@ -31,11 +31,16 @@ static bool tp_verbs_postable(const tp_verbs_ep_t *ep)
 }
 
 static strata_status_t tp_verbs_post(tp_verbs_qp_t *qp, struct ibv_send_wr *wr,
-                                     tp_verbs_op_t *op)
+                                     tp_verbs_op_t *op, uint32_t bind_id)
 {
     tp_verbs_swr_t *s = &qp->swr[qp->sq_head & (qp->sq_depth - 1)];
     s->qp = qp;
     s->op = op;
+    s->bind_id = bind_id;
+    /* Unsignalled requests free their slots only when a later one
+     * completes: signal at least twice per queue length. */
+    if (qp->unsignaled + 1 >= qp->sq_depth / 2)
+        wr->send_flags |= IBV_SEND_SIGNALED;
     wr->wr_id = (uintptr_t)s;
     wr->next = NULL;
     struct ibv_send_wr *bad;
@@ -103,7 +108,11 @@ strata_status_t tp_verbs_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
     op->lkey = ((tp_verbs_mr_t *)mr)->reg->lkey;
     op->raddr = dst->addr + dst_off;
     op->rkey = (uint32_t)dst->key;
-    if (ep->nqps > 1 && len >= TP_VERBS_STRIPE_MIN) {
+    /* Striping needs the target's keys on QPs 1..: an MR key (export id 0)
+     * serves them all, windows each have their own (EXPORT message). */
+    op->export_id = (uint32_t)(dst->key >> 32);
+    if (ep->nqps > 1 && len >= TP_VERBS_STRIPE_MIN &&
+        (!op->export_id || tp_verbs_peer_export_find(ep, op->export_id))) {
         uint32_t per = (uint32_t)((len + ep->nqps - 1) / ep->nqps);
         op->stripe = (per + TP_VERBS_STRIPE_ALIGN - 1) &
                      ~(uint32_t)(TP_VERBS_STRIPE_ALIGN - 1);
@@ -190,6 +199,11 @@ static bool tp_verbs_post_data(tp_verbs_ep_t *ep, tp_verbs_op_t *op)
         tp_verbs_qp_t *qp = &ep->qps[q];
         if (!tp_verbs_sq_room(qp, TP_VERBS_SQ_RESERVE))
             return false;
+        uint32_t rkey = op->rkey;
+        if (q && op->export_id) { /* gone since tp_write: it fails there */
+            const uint32_t *keys = tp_verbs_peer_export_find(ep, op->export_id);
+            rkey = keys ? keys[q] : op->rkey;
+        }
         struct ibv_sge sge = {op->laddr + op->posted, n, op->lkey};
         struct ibv_send_wr wr = {
             .sg_list = &sge,
@@ -197,9 +211,9 @@ static bool tp_verbs_post_data(tp_verbs_ep_t *ep, tp_verbs_op_t *op)
             .opcode = IBV_WR_RDMA_WRITE,
             .send_flags = (op->posted + n == end ? IBV_SEND_SIGNALED : 0) |
                           (n && n <= inline_max ? IBV_SEND_INLINE : 0),
-            .wr.rdma = {op->raddr + op->posted, op->rkey},
+            .wr.rdma = {op->raddr + op->posted, rkey},
         };
-        if (tp_verbs_post(qp, &wr, op) != STRATA_OK)
+        if (tp_verbs_post(qp, &wr, op, 0) != STRATA_OK)
             return false;
         op->posted += n;
     } while (op->posted < op->len);
@@ -216,10 +230,9 @@ static bool tp_verbs_fence_clear(const tp_verbs_ep_t *ep,
         return false;
     for (unsigned q = 1; q < ep->nqps; q++) {
         const tp_verbs_qp_t *qp = &ep->qps[q];
-        if (qp->sq_tail == qp->sq_head)
-            continue;
-        const tp_verbs_op_t *first =
-            qp->swr[qp->sq_tail & (qp->sq_depth - 1)].op;
+        const tp_verbs_op_t *first = NULL;
+        for (uint32_t i = qp->sq_tail; i != qp->sq_head && !first; i++)
+            first = qp->swr[i & (qp->sq_depth - 1)].op; /* skip binds */
         if (first && (int32_t)(first->seq - op->seq) <= 0)
             return false;
     }
@@ -258,7 +271,7 @@ static bool tp_verbs_post_arrival(tp_verbs_ep_t *ep, tp_verbs_op_t *op)
     wr.send_flags = IBV_SEND_SIGNALED;
     if (sge.length && sge.length <= ep->ctx->p.inline_max)
         wr.send_flags |= IBV_SEND_INLINE;
-    if (tp_verbs_post(qp, &wr, op) != STRATA_OK)
+    if (tp_verbs_post(qp, &wr, op, 0) != STRATA_OK)
         return false;
     ep->credits_used++;
     return true;
@@ -401,7 +414,7 @@ void tp_verbs_credit_return(tp_verbs_ep_t *ep, bool force)
     *ep->credit_src = ep->rq_posted;
     struct ibv_sge sge = {(uintptr_t)ep->credit_src, sizeof(uint32_t),
                           ep->block_reg->lkey};
-    bool signal = force || qp->unsignaled + 1 >= qp->sq_depth / 2;
+    bool signal = force;
     struct ibv_send_wr wr = {
         .sg_list = &sge,
         .num_sge = 1,
@@ -411,6 +424,30 @@ void tp_verbs_credit_return(tp_verbs_ep_t *ep, bool force)
             (ep->ctx->p.inline_max >= sizeof(uint32_t) ? IBV_SEND_INLINE : 0),
         .wr.rdma = {ep->peer_inbox_addr, ep->peer_inbox_rkey},
     };
-    if (tp_verbs_post(qp, &wr, NULL) == STRATA_OK)
+    if (tp_verbs_post(qp, &wr, NULL, 0) == STRATA_OK)
         ep->rq_reported = ep->rq_posted;
+}
+
+/* Binds a type-2 window over all of mr, on qp (and so for its peer only). */
+strata_status_t tp_verbs_post_bind(tp_verbs_qp_t *qp, struct ibv_mw *mw,
+                                   struct ibv_mr *mr, uint32_t bind_id,
+                                   uint32_t *rkey_out)
+{
+    if (!tp_verbs_sq_room(qp, 0))
+        return STRATA_ERR_AGAIN;
+    uint32_t rkey = ibv_inc_rkey(mw->rkey);
+    struct ibv_send_wr wr = {
+        .opcode = IBV_WR_BIND_MW,
+        .send_flags = bind_id ? IBV_SEND_SIGNALED : 0,
+        .bind_mw = {.mw = mw,
+                    .rkey = rkey,
+                    .bind_info = {.mr = mr,
+                                  .addr = (uintptr_t)mr->addr,
+                                  .length = mr->length,
+                                  .mw_access_flags = IBV_ACCESS_REMOTE_WRITE}},
+    };
+    strata_status_t st = tp_verbs_post(qp, &wr, NULL, bind_id);
+    if (st == STRATA_OK)
+        *rkey_out = rkey;
+    return st;
 }

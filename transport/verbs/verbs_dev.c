@@ -156,39 +156,43 @@ static strata_status_t tp_verbs_parse_device(const char *want, char *name,
     return STRATA_OK;
 }
 
-/* The first active port matching name (empty: any) and port (0: any). */
-static bool tp_verbs_find_port(tp_verbs_ctx_t *c, const char *name, int port,
-                               char *seen, size_t seen_len)
+/* Whether dev's port matches and is active; records it in c if so. */
+static bool tp_verbs_try_device(tp_verbs_ctx_t *c, struct ibv_context *dev,
+                                int port, char *seen, size_t seen_len,
+                                size_t *used)
 {
-    size_t used = 0;
-    for (int i = 0; c->devices[i]; i++) {
-        struct ibv_context *dev = c->devices[i];
-        const char *dn = ibv_get_device_name(dev->device);
-        struct ibv_device_attr da;
-        if ((*name && strcmp(name, dn) != 0) || ibv_query_device(dev, &da))
+    const char *dn = ibv_get_device_name(dev->device);
+    struct ibv_device_attr da;
+    if (ibv_query_device(dev, &da))
+        return false;
+    for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
+        struct ibv_port_attr pa;
+        bool active = tp_verbs_port_active(dev, p, &pa);
+        if (*used < seen_len)
+            *used += (size_t)snprintf(seen + *used, seen_len - *used,
+                                      "%s%s:%u (%s)", *used ? ", " : "", dn, p,
+                                      ibv_port_state_str(pa.state));
+        if (!active || (port && port != p))
             continue;
-        for (uint8_t p = 1; p <= da.phys_port_cnt; p++) {
-            struct ibv_port_attr pa;
-            bool active = tp_verbs_port_active(dev, p, &pa);
-            if (used < seen_len)
-                used += (size_t)snprintf(seen + used, seen_len - used,
-                                         "%s%s:%u (%s)", used ? ", " : "", dn,
-                                         p, ibv_port_state_str(pa.state));
-            if (!active || (port && port != p))
-                continue;
-            c->verbs = dev;
-            c->port = p;
-            c->ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
-            c->max_msg = pa.max_msg_sz < TP_VERBS_MAX_WR ? pa.max_msg_sz
-                                                         : TP_VERBS_MAX_WR;
-            c->max_cqe = da.max_cqe;
-            snprintf(c->dev_name, sizeof(c->dev_name), "%s", dn);
-            return true;
-        }
+        c->verbs = dev;
+        c->port = p;
+        c->ethernet = pa.link_layer == IBV_LINK_LAYER_ETHERNET;
+        c->max_msg =
+            pa.max_msg_sz < TP_VERBS_MAX_WR ? pa.max_msg_sz : TP_VERBS_MAX_WR;
+        c->max_cqe = da.max_cqe;
+        c->mw_type2 =
+            (da.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+                                    IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
+        snprintf(c->dev_name, sizeof(c->dev_name), "%s", dn);
+        return true;
     }
     return false;
 }
 
+/* Opens the first device with an active port matching name (empty: any)
+ * and port (0: any). The context is the provider's own, not librdmacm's
+ * shared one, so that a process forked after another context was opened
+ * does not use its parent's device file. */
 static strata_status_t tp_verbs_select_port(tp_verbs_ctx_t *c, const char *want)
 {
     char name[IBV_SYSFS_NAME_MAX + 8];
@@ -197,23 +201,37 @@ static strata_status_t tp_verbs_select_port(tp_verbs_ctx_t *c, const char *want)
     if (st != STRATA_OK)
         return st;
     int n = 0;
-    c->devices = rdma_get_devices(&n);
-    if (!c->devices || n == 0) {
-        eng_error("verbs: no RDMA device (rdma_get_devices: %s); this host "
-                  "has no RDMA hardware or kernel support, or the rdma_ucm "
-                  "module is not loaded",
-                  c->devices ? "0 devices" : strerror(errno));
+    struct ibv_device **list = ibv_get_device_list(&n);
+    if (!list || n == 0) {
+        eng_error("verbs: no RDMA device (ibv_get_device_list: %s); this "
+                  "host has no RDMA hardware or kernel support",
+                  list ? "0 devices" : strerror(errno));
+        if (list)
+            ibv_free_device_list(list);
         return STRATA_ERR_NO_DEVICE;
     }
     char seen[512] = "";
-    if (tp_verbs_find_port(c, name, port, seen, sizeof(seen)))
+    size_t used = 0;
+    for (int i = 0; i < n && !c->verbs; i++) {
+        if (*name && strcmp(name, ibv_get_device_name(list[i])) != 0)
+            continue;
+        struct ibv_context *dev = ibv_open_device(list[i]);
+        if (dev &&
+            !tp_verbs_try_device(c, dev, port, seen, sizeof(seen), &used))
+            ibv_close_device(dev);
+    }
+    ibv_free_device_list(list);
+    if (c->verbs)
         return STRATA_OK;
     eng_error("verbs: no active port%s%s; ports: %s",
-              *want ? " matching "
-                      "STRATA_IB_DEVICE="
-                    : "",
-              want, seen);
+              *want ? " matching STRATA_IB_DEVICE=" : "", want,
+              *seen ? seen : "none");
     return STRATA_ERR_NO_DEVICE;
+}
+
+bool tp_verbs_same_device(const tp_verbs_ctx_t *c, struct ibv_context *dev)
+{
+    return dev && strcmp(ibv_get_device_name(dev->device), c->dev_name) == 0;
 }
 
 /* The port's IPv4 address from its GID, which rdma_cm binds to. */
@@ -263,6 +281,12 @@ strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const eng_config_t *cfg)
                   c->dev_name, strerror(errno));
         return STRATA_ERR_NO_DEVICE;
     }
+    /* librdmacm opens its device contexts once per process, on first use:
+     * now, rather than as a side effect of some later connect. */
+    int ndev = 0;
+    struct ibv_context **cm_devs = rdma_get_devices(&ndev);
+    if (cm_devs)
+        rdma_free_devices(cm_devs);
     c->cm = rdma_create_event_channel();
     if (!c->cm) {
         eng_error("verbs: rdma_create_event_channel failed: %s",
@@ -296,8 +320,8 @@ void tp_verbs_dev_close(tp_verbs_ctx_t *c)
         ibv_destroy_comp_channel(c->comp);
     if (c->pd && ibv_dealloc_pd(c->pd))
         eng_warn("verbs: ibv_dealloc_pd failed: %s", strerror(errno));
-    if (c->devices)
-        rdma_free_devices(c->devices);
+    if (c->verbs)
+        ibv_close_device(c->verbs);
 }
 
 /* ---- completion queues ---- */

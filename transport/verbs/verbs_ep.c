@@ -68,22 +68,28 @@ static strata_status_t tp_verbs_qp_create(tp_verbs_ep_t *ep, tp_verbs_qp_t *qp,
 }
 
 /* The block of registered memory: receive buffers, staged sends, the
- * operation ring (whose small payloads are posted from it) and the source
- * word of credit writes. */
+ * operation ring (whose small payloads are posted from it), the source word
+ * of credit writes and the inbox line the peer writes credits into. */
 static strata_status_t tp_verbs_ep_memory(tp_verbs_ep_t *ep)
 {
     tp_verbs_ctx_t *c = ep->ctx;
     size_t rbytes = (size_t)ep->rx_depth * TP_VERBS_SLOT;
     size_t sbytes = (size_t)TP_VERBS_STAGE_SLOTS * TP_VERBS_SLOT;
-    size_t obytes = (size_t)ep->nops * sizeof(tp_verbs_op_t);
+    size_t obytes =
+        ((size_t)ep->nops * sizeof(tp_verbs_op_t) + TP_VERBS_INBOX_LINE - 1) &
+        ~(size_t)(TP_VERBS_INBOX_LINE - 1);
     strata_status_t st = tp_verbs_block_alloc(
-        c, rbytes + sbytes + obytes + 64, (void **)&ep->block, &ep->block_reg);
+        c, rbytes + sbytes + obytes + 2 * TP_VERBS_INBOX_LINE,
+        (void **)&ep->block, &ep->block_reg);
     if (st != STRATA_OK)
         return st;
     ep->rmem = ep->block;
     ep->stage = ep->rmem + rbytes;
     ep->ops = (tp_verbs_op_t *)(ep->stage + sbytes);
     ep->credit_src = (uint32_t *)(ep->stage + sbytes + obytes);
+    ep->inbox = (volatile uint32_t *)(ep->stage + sbytes + obytes +
+                                      TP_VERBS_INBOX_LINE);
+    *ep->inbox = 0;
     ep->stage_free = (1u << TP_VERBS_STAGE_SLOTS) - 1;
     ep->rbufs = eng_calloc(ep->rx_depth, sizeof(*ep->rbufs));
     ep->rfree = eng_calloc(ep->rx_depth, sizeof(*ep->rfree));
@@ -97,7 +103,7 @@ static strata_status_t tp_verbs_ep_memory(tp_verbs_ep_t *ep)
     }
     ep->nrfree = ep->rx_depth;
     ep->rq_posted = ep->rq_reported = 0;
-    return tp_verbs_inbox_get(c, &ep->inbox_slot);
+    return STRATA_OK;
 }
 
 strata_status_t tp_verbs_ep_create(tp_verbs_ctx_t *c, struct rdma_cm_id *id,
@@ -117,7 +123,6 @@ strata_status_t tp_verbs_ep_create(tp_verbs_ctx_t *c, struct rdma_cm_id *id,
     ep->nqps = nqps;
     ep->rx_depth = c->p.rx_depth;
     ep->nops = tp_verbs_pow2(c->p.tx_depth);
-    ep->inbox_slot = -1;
     ep->deadline_ns =
         tp_verbs_now_ns() + (uint64_t)c->base.timeout_ms * 1000000u;
     if (id)
@@ -130,8 +135,6 @@ strata_status_t tp_verbs_ep_create(tp_verbs_ctx_t *c, struct rdma_cm_id *id,
     strata_status_t st = tp_verbs_ep_memory(ep);
     if (st != STRATA_OK)
         goto destroy;
-    ep->inbox = tp_verbs_inbox_word(c, ep->inbox_slot);
-    *ep->inbox = 0;
     ep->qps = eng_calloc(nqps, sizeof(*ep->qps));
     if (!ep->qps) {
         st = STRATA_ERR_NOMEM;
@@ -162,6 +165,7 @@ destroy:
 void tp_verbs_ep_destroy(tp_verbs_ep_t *ep)
 {
     tp_verbs_ctx_t *c = ep->ctx;
+    tp_verbs_exports_drop(ep); /* windows go before their queue pairs */
     for (unsigned i = 0; ep->qps && i < ep->nqps; i++) {
         if (ep->qps[i].qp && ibv_destroy_qp(ep->qps[i].qp))
             eng_warn("verbs: ibv_destroy_qp (peer %s) failed: %s",
@@ -174,8 +178,6 @@ void tp_verbs_ep_destroy(tp_verbs_ep_t *ep)
         rdma_destroy_id(ep->id);
     if (ep->block)
         tp_verbs_block_free(c, ep->block, ep->block_reg);
-    if (ep->inbox_slot >= 0)
-        tp_verbs_inbox_put(c, ep->inbox_slot);
     eng_free(ep->qps);
     eng_free(ep->rbufs);
     eng_free(ep->rfree);

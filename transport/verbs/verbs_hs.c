@@ -67,9 +67,14 @@ void tp_verbs_hs_start(tp_verbs_ep_t *ep)
 
 static void tp_verbs_hs_send_setup(tp_verbs_ep_t *ep)
 {
+    strata_status_t st = tp_verbs_inbox_open(ep);
+    if (st != STRATA_OK) {
+        tp_verbs_hs_fail(ep, st, "cannot open the credit inbox");
+        return;
+    }
     tp_verbs_setup_t s = {0};
     s.nqps = (uint8_t)ep->nqps;
-    s.inbox_rkey = htole32(ep->ctx->inbox_reg->rkey);
+    s.inbox_rkey = htole32(ep->inbox_rkey);
     s.inbox_addr = htole64((uint64_t)(uintptr_t)ep->inbox);
     for (unsigned i = 1; i < ep->nqps; i++) {
         s.qp[2 * (i - 1)] = htole32(ep->qps[i].qp->qp_num);
