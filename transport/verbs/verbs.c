@@ -34,9 +34,31 @@ static void tp_verbs_params(tp_verbs_ctx_t *c, const eng_config_t *cfg)
     p->gid_override = -1;
 }
 
+/* Closes the endpoints as tp_ep_close() does, and gives their BYE messages
+ * a moment to leave, so that peers see a deliberate close. */
+static void tp_verbs_close_eps(tp_verbs_ctx_t *c)
+{
+    for (tp_verbs_ep_t *ep = c->eps; ep; ep = ep->next)
+        if (ep->state != TP_VERBS_EP_CLOSED)
+            tp_verbs_ep_close(&ep->base);
+    int wait_ms = c->base.timeout_ms < 1000 ? c->base.timeout_ms : 1000;
+    uint64_t end = tp_verbs_now_ns() + (uint64_t)wait_ms * 1000000u;
+    for (;;) {
+        bool pending = false;
+        for (tp_verbs_ep_t *ep = c->eps; ep && !pending; ep = ep->next)
+            pending = ep->bye_pending;
+        if (!pending || tp_verbs_now_ns() > end)
+            return;
+        tp_verbs_cq_poll(c);
+        tp_verbs_todo_run(c);
+    }
+}
+
 static void tp_verbs_close(tp_ctx_t *ctx)
 {
     tp_verbs_ctx_t *c = tp_verbs_ctx(ctx);
+    if (c->thread_started)
+        tp_verbs_close_eps(c);
     while (c->eps)
         tp_verbs_ep_destroy(c->eps);
     while (c->listeners)

@@ -196,9 +196,14 @@ static void tp_verbs_recv_done(tp_verbs_rbuf_t *rb, const struct ibv_wc *wc)
     tp_verbs_todo(ep); /* post the buffer again, return the credit */
     const uint8_t *data = ep->rmem + (size_t)rb->index * TP_VERBS_SLOT;
     bool keep = false; /* a RECV event points into the buffer */
-    if (ep->state >= TP_VERBS_EP_FAILED)
-        ; /* arrived after the failure or the close: dropped */
-    else if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+    if (ep->state >= TP_VERBS_EP_FAILED) {
+        /* Arrived before the failure was seen: dropped, except that a BYE
+         * tells the disconnection rdma_cm reported first was deliberate. */
+        if (ep->state == TP_VERBS_EP_FAILED && !ep->disconnected_sent &&
+            (wc->wc_flags & IBV_WC_WITH_IMM) && wc->opcode == IBV_WC_RECV &&
+            ntohl(wc->imm_data) == TP_VERBS_MSG_BYE)
+            ep->error = STRATA_OK;
+    } else if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM)
         tp_verbs_arrival(ep, TP_EV_WRITE_IMM, ntohl(wc->imm_data), NULL,
                          wc->byte_len);
     else if (wc->wc_flags & IBV_WC_WITH_IMM)

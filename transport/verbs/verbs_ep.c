@@ -343,8 +343,10 @@ static void tp_verbs_ep_reap(tp_verbs_ep_t *ep, uint64_t now)
     bool drained = tp_verbs_ep_drained(ep);
     if (!drained && now > ep->deadline_ns)
         tp_verbs_ep_zombie(ep);
+    /* After the flush, so that a BYE received before it is seen. */
     if (ep->state == TP_VERBS_EP_FAILED && ep->visible &&
-        !ep->disconnected_sent && tp_verbs_ops_all_done(ep)) {
+        !ep->disconnected_sent && (drained || ep->zombie) &&
+        tp_verbs_ops_all_done(ep)) {
         tp_event_t ev = {
             .type = TP_EV_DISCONNECTED, .ep = &ep->base, .status = ep->error};
         tp_verbs_event(ep->ctx, &ev);
