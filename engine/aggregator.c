@@ -245,6 +245,21 @@ static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
     return a->upd.scratch ? STRATA_OK : STRATA_ERR_NOMEM;
 }
 
+/* STRATA_REDUCE_THREADS, or (0) this process's share of the cores among
+ * the aggregators on this host: under BSP they reduce at the same time,
+ * while the workers wait. */
+static unsigned eng_pool_threads(const strata_ctx_t *ctx)
+{
+    if (eng_config_int(ctx->cfg, ENG_CFG_REDUCE_THREADS) > 0)
+        return 0; /* the pool reads the setting itself */
+    unsigned local = 0;
+    for (int a = 0; a < ctx->naggs; a++)
+        local += strcmp(ctx->roster->aggs[a].host_id, ctx->host_id) == 0;
+    unsigned cores = agg_reduce_threads();
+    unsigned share = local > 1 ? cores / local : cores;
+    return share ? share : 1;
+}
+
 static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
@@ -267,7 +282,7 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
             if (st != STRATA_OK)
                 return st;
         }
-    st = strata_reduce_pool_create(0, &a->upd.pool);
+    st = strata_reduce_pool_create(eng_pool_threads(ctx), &a->upd.pool);
     for (uint32_t i = 0; st == STRATA_OK && i < a->nparts; i++)
         st = eng_apart_init(ctx, &a->parts[i]);
     for (int w = 0; st == STRATA_OK && w < ctx->nworkers; w++)
