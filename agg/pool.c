@@ -18,8 +18,9 @@
 #include "engine/alloc.h"
 #include "engine/log.h"
 
-/* Below this many bytes moved, waking workers costs more than it saves. */
-#define AGG_POOL_MIN_BYTES (1u << 20)
+/* Below this many bytes moved (cached data, tens of microseconds of work),
+ * waking workers costs more than it can save. */
+#define AGG_POOL_MIN_BYTES (4u << 20)
 /* Bytes one chunk moves (all sources and the destination): one claim per
  * several hundred KiB costs nothing, and a job of a few MiB still splits
  * into enough chunks for the threads to finish together. */
