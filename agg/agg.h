@@ -67,10 +67,12 @@ typedef void (*agg_reduce_fn)(void *dst, const void *const *srcs, size_t nsrc,
                               unsigned flags);
 /* y[i] += alpha * x[i], x of the table slot's dtype. */
 typedef void (*agg_axpy_fn)(float *y, const void *x, size_t count, float alpha);
-/* strata_sgd_update with grad of the table slot's dtype; v may be NULL when
- * sgd->momentum == 0. */
+/* strata_sgd_update on elements [offset, offset + count) of w and v, with
+ * the gradient the sum of grads[0..ngrads-1] (1..64, of the table slot's
+ * dtype) in fp32, in that order; v may be NULL when sgd->momentum == 0. */
 typedef void (*agg_sgd_fn)(const strata_sgd_t *sgd, float *w, float *v,
-                           const void *grad, size_t count);
+                           const void *const *grads, size_t ngrads,
+                           size_t offset, size_t count);
 
 typedef struct agg_ops {
     agg_isa_t isa;

@@ -89,10 +89,14 @@ AGG_SCALAR_AXPY(agg_scalar_axpy_bf16, agg_load_bf16)
  * each SIMD path performs the same roundings. */
 #define AGG_SCALAR_SGD(name, LOAD)                                             \
     static void name(const strata_sgd_t *p, float *w, float *v,                \
-                     const void *grad, size_t count)                           \
+                     const void *const *grads, size_t ngrads, size_t off,      \
+                     size_t count)                                             \
     {                                                                          \
-        for (size_t i = 0; i < count; i++) {                                   \
-            float g = p->grad_scale * LOAD(grad, i) + p->weight_decay * w[i];  \
+        for (size_t i = off; i < off + count; i++) {                           \
+            float s = LOAD(grads[0], i);                                       \
+            for (size_t j = 1; j < ngrads; j++)                                \
+                s += LOAD(grads[j], i);                                        \
+            float g = p->grad_scale * s + p->weight_decay * w[i];              \
             float d = g;                                                       \
             if (p->momentum != 0.0f) {                                         \
                 float m = p->momentum * v[i] + g;                              \

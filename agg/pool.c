@@ -199,35 +199,6 @@ unsigned strata_reduce_pool_threads(const strata_reduce_pool_t *pool)
     return pool ? pool->nthreads : 1;
 }
 
-/* ---- reductions over the pool ---- */
-
-typedef struct agg_reduce_job {
-    agg_reduce_fn fn;
-    void *dst;
-    const void *const *srcs;
-    size_t nsrc, count, chunk_elems;
-    double scale;
-    unsigned flags;
-} agg_reduce_job_t;
-
-static void agg_reduce_chunk(void *arg, size_t chunk)
-{
-    const agg_reduce_job_t *job = arg;
-    size_t off = chunk * job->chunk_elems;
-    size_t n = job->count - off < job->chunk_elems ? job->count - off
-                                                   : job->chunk_elems;
-    job->fn(job->dst, job->srcs, job->nsrc, off, n, job->scale, job->flags);
-}
-
-/* Elements per chunk: about AGG_POOL_CHUNK_BYTES moved, in whole 4 KiB of
- * dst so that chunks start on the same cache-line offset as dst. */
-static size_t agg_chunk_elems(size_t nsrc, size_t esize)
-{
-    size_t bytes = AGG_POOL_CHUNK_BYTES / (nsrc + 1);
-    bytes = bytes < 4096 ? 4096 : bytes & ~(size_t)4095;
-    return bytes / esize;
-}
-
 /* Claims the pool for the calling thread. */
 static strata_status_t agg_pool_enter(strata_reduce_pool_t *pool,
                                       const char *fn)
@@ -261,6 +232,68 @@ strata_status_t agg_pool_for(strata_reduce_pool_t *pool, size_t nchunks,
     return STRATA_OK;
 }
 
+/* ---- element-wise work over the pool ---- */
+
+/* A job on elements [0, count), cut into chunks of chunk elements. */
+typedef struct agg_range {
+    void (*run)(const void *job, size_t off, size_t n);
+    const void *job;
+    size_t count, chunk;
+} agg_range_t;
+
+static void agg_range_chunk(void *arg, size_t c)
+{
+    const agg_range_t *r = arg;
+    size_t off = c * r->chunk;
+    r->run(r->job, off, r->count - off < r->chunk ? r->count - off : r->chunk);
+}
+
+/*
+ * Runs run(job, off, n) over [0, count): esize is the size of an element of
+ * the destination, moved the bytes all buffers move per element. Chunks move
+ * about AGG_POOL_CHUNK_BYTES and hold whole 4 KiB of the destination (so
+ * they start on its cache-line offset); small jobs run on the caller alone.
+ */
+static strata_status_t agg_pool_range(const char *fn,
+                                      strata_reduce_pool_t *pool, size_t count,
+                                      size_t esize, size_t moved,
+                                      void (*run)(const void *, size_t, size_t),
+                                      const void *job)
+{
+    size_t bytes = AGG_POOL_CHUNK_BYTES / moved * esize;
+    bytes = bytes < 4096 ? 4096 : bytes & ~(size_t)4095;
+    agg_range_t r = {run, job, count, bytes / esize};
+    if (count / r.chunk >= UINT32_MAX) /* 16 TiB and more: larger chunks */
+        r.chunk = count / (UINT32_MAX - 1) + 1;
+    size_t nchunks = (count + r.chunk - 1) / r.chunk;
+    if (!pool || pool->nthreads < 2 || nchunks < 2 ||
+        count < AGG_POOL_MIN_BYTES / moved) {
+        run(job, 0, count);
+        return STRATA_OK;
+    }
+    strata_status_t st = agg_pool_enter(pool, fn);
+    if (st)
+        return st;
+    agg_pool_run(pool, nchunks, agg_range_chunk, &r);
+    atomic_store(&pool->busy, false);
+    return STRATA_OK;
+}
+
+typedef struct agg_reduce_job {
+    agg_reduce_fn fn;
+    void *dst;
+    const void *const *srcs;
+    size_t nsrc;
+    double scale;
+    unsigned flags;
+} agg_reduce_job_t;
+
+static void agg_reduce_range(const void *arg, size_t off, size_t n)
+{
+    const agg_reduce_job_t *j = arg;
+    j->fn(j->dst, j->srcs, j->nsrc, off, n, j->scale, j->flags);
+}
+
 static strata_status_t agg_reduce_mt(const char *fn, bool acc,
                                      strata_reduce_pool_t *pool,
                                      strata_dtype_t dtype, void *dst,
@@ -278,29 +311,10 @@ static strata_status_t agg_reduce_mt(const char *fn, bool acc,
                             .dst = dst,
                             .srcs = srcs,
                             .nsrc = nsrc,
-                            .count = count,
-                            .chunk_elems = agg_chunk_elems(nsrc, esize),
                             .scale = scale,
                             .flags = agg_reduce_flags(count, esize, acc)};
-    size_t nchunks = (count + job.chunk_elems - 1) / job.chunk_elems;
-    if (nchunks > UINT32_MAX) { /* 16 TiB and more: fewer, larger chunks */
-        job.chunk_elems = (count + UINT32_MAX - 1) / UINT32_MAX;
-        nchunks = (count + job.chunk_elems - 1) / job.chunk_elems;
-    }
-    if (!pool || pool->nthreads < 2 || nchunks < 2 ||
-        count * esize < AGG_POOL_MIN_BYTES / (nsrc + 1)) {
-        job.fn(dst, srcs, nsrc, 0, count, scale, job.flags);
-        return STRATA_OK;
-    }
-    if (atomic_exchange(&pool->busy, true)) {
-        eng_error("agg: %s: the reduce pool is in use by another thread; "
-                  "a pool serves one caller at a time",
-                  fn);
-        return STRATA_ERR_STATE;
-    }
-    agg_pool_run(pool, nchunks, agg_reduce_chunk, &job);
-    atomic_store(&pool->busy, false);
-    return STRATA_OK;
+    return agg_pool_range(fn, pool, count, esize, (nsrc + 1) * esize,
+                          agg_reduce_range, &job);
 }
 
 strata_status_t strata_reduce_mt(strata_reduce_pool_t *pool,
@@ -319,4 +333,45 @@ strata_status_t strata_reduce_acc_mt(strata_reduce_pool_t *pool,
 {
     return agg_reduce_mt("strata_reduce_acc_mt", true, pool, dtype, dst, srcs,
                          nsrc, count, scale);
+}
+
+typedef struct agg_sgd_job {
+    agg_sgd_fn fn;
+    const strata_sgd_t *sgd;
+    float *w, *v;
+    const void *const *grads;
+    size_t ngrads;
+} agg_sgd_job_t;
+
+static void agg_sgd_range(const void *arg, size_t off, size_t n)
+{
+    const agg_sgd_job_t *j = arg;
+    j->fn(j->sgd, j->w, j->v, j->grads, j->ngrads, off, n);
+}
+
+strata_status_t strata_sgd_update_sum_mt(strata_reduce_pool_t *pool,
+                                         const strata_sgd_t *sgd,
+                                         strata_dtype_t grad_dtype,
+                                         float *master, float *momentum_buf,
+                                         const void *const *grads,
+                                         size_t ngrads, size_t count)
+{
+    const char *fn = "strata_sgd_update_sum_mt";
+    strata_status_t st = agg_sgd_check(fn, sgd, grad_dtype, master,
+                                       momentum_buf, grads, ngrads, count);
+    if (st || count == 0)
+        return st;
+    const agg_ops_t *ops = agg_ops();
+    if (!ops)
+        return STRATA_ERR_CONFIG;
+    agg_sgd_job_t job = {ops->sgd[grad_dtype],
+                         sgd,
+                         master,
+                         sgd->momentum != 0.0f ? momentum_buf : NULL,
+                         grads,
+                         ngrads};
+    /* master and the momentum read and written, the gradients read */
+    size_t moved = ngrads * strata_dtype_size(grad_dtype) + 16;
+    return agg_pool_range(fn, pool, count, sizeof(float), moved, agg_sgd_range,
+                          &job);
 }

@@ -155,30 +155,54 @@ strata_status_t strata_axpy(strata_dtype_t x_dtype, float *y, const void *x,
     return STRATA_OK;
 }
 
-strata_status_t strata_sgd_update(const strata_sgd_t *sgd,
-                                  strata_dtype_t grad_dtype, float *master,
-                                  float *momentum_buf, const void *grad,
-                                  size_t count)
+strata_status_t agg_sgd_check(const char *fn, const strata_sgd_t *sgd,
+                              strata_dtype_t grad_dtype, const float *master,
+                              const float *momentum_buf,
+                              const void *const *grads, size_t ngrads,
+                              size_t count)
 {
-    const char *fn = "strata_sgd_update";
-    strata_status_t st =
-        agg_check_f32_update(fn, grad_dtype, master, grad, count);
+    if (ngrads < 1 || ngrads > STRATA_REDUCE_MAX_SOURCES) {
+        eng_error("agg: %s: %zu gradients; expected 1 to %d", fn, ngrads,
+                  STRATA_REDUCE_MAX_SOURCES);
+        return STRATA_ERR_INVALID;
+    }
+    strata_status_t st = agg_check_f32_update(fn, grad_dtype, master,
+                                              grads ? grads[0] : NULL, count);
     if (st)
         return st;
     if (!sgd) {
         eng_error("agg: %s: sgd parameters are NULL", fn);
         return STRATA_ERR_INVALID;
     }
-    if (sgd->momentum != 0.0f && !momentum_buf && count) {
+    if (count == 0)
+        return STRATA_OK;
+    if (sgd->momentum != 0.0f && !momentum_buf) {
         eng_error("agg: %s: momentum %g needs a momentum buffer", fn,
                   (double)sgd->momentum);
         return STRATA_ERR_INVALID;
     }
-    if (count == 0)
-        return STRATA_OK;
+    for (size_t j = 1; j < ngrads; j++) {
+        if (!grads[j]) {
+            eng_error("agg: %s: gradient %zu of %zu is NULL", fn, j, ngrads);
+            return STRATA_ERR_INVALID;
+        }
+    }
+    return STRATA_OK;
+}
+
+strata_status_t strata_sgd_update(const strata_sgd_t *sgd,
+                                  strata_dtype_t grad_dtype, float *master,
+                                  float *momentum_buf, const void *grad,
+                                  size_t count)
+{
+    const void *grads[1] = {grad};
+    strata_status_t st = agg_sgd_check("strata_sgd_update", sgd, grad_dtype,
+                                       master, momentum_buf, grads, 1, count);
+    if (st || count == 0)
+        return st;
     const agg_ops_t *ops = agg_ops();
     if (!ops)
         return STRATA_ERR_CONFIG;
-    ops->sgd[grad_dtype](sgd, master, momentum_buf, grad, count);
+    ops->sgd[grad_dtype](sgd, master, momentum_buf, grads, 1, 0, count);
     return STRATA_OK;
 }

@@ -12,6 +12,13 @@
  * Smaller ones, such as a partition the update reads next, stay cached. */
 #define AGG_STREAM_BYTES (16u << 20)
 
+/* Checks the arguments of an SGD update, logging what is wrong as fn. */
+strata_status_t agg_sgd_check(const char *fn, const strata_sgd_t *sgd,
+                              strata_dtype_t grad_dtype, const float *master,
+                              const float *momentum_buf,
+                              const void *const *grads, size_t ngrads,
+                              size_t count);
+
 /* Checks the arguments of a reduction, logging what is wrong as fn. */
 strata_status_t agg_reduce_check(const char *fn, strata_dtype_t dtype,
                                  const void *dst, const void *const *srcs,

@@ -102,12 +102,16 @@ static inline size_t agg_head(const void *p, size_t esize, size_t count)
         agg_ops_scalar.axpy[DTYPE](y + i, px + i, count - i, alpha);           \
     }
 
-/* agg_sgd_K: strata_sgd_update with gradients of kind K. */
+/* agg_sgd_K: strata_sgd_update with the sum of gradients of kind K. */
 #define AGG_SIMD_SGD(K, E, DTYPE)                                              \
     static void agg_sgd_##K(const strata_sgd_t *p, float *w, float *v,         \
-                            const void *grad, size_t count)                    \
+                            const void *const *grads, size_t ngrads,           \
+                            size_t off, size_t count)                          \
     {                                                                          \
-        const E *g = grad;                                                     \
+        const E *g[STRATA_REDUCE_MAX_SOURCES];                                 \
+        for (size_t j = 0; j < ngrads; j++)                                    \
+            g[j] = (const E *)grads[j] + off;                                  \
+        float *wo = w + off, *vo = v ? v + off : NULL;                         \
         const agg_vf gs = agg_vf_set1(p->grad_scale);                          \
         const agg_vf wd = agg_vf_set1(p->weight_decay);                        \
         const agg_vf mu = agg_vf_set1(p->momentum);                            \
@@ -115,19 +119,22 @@ static inline size_t agg_head(const void *p, size_t esize, size_t count)
         const bool mom = p->momentum != 0.0f, nesterov = p->nesterov;          \
         size_t i = 0;                                                          \
         for (; count - i >= AGG_WF; i += AGG_WF) {                             \
-            agg_vf wi = f32_load(w + i);                                       \
-            agg_vf gi = agg_vf_add(agg_vf_mul(gs, K##_load(g + i)),            \
-                                   agg_vf_mul(wd, wi));                        \
+            agg_vf si = K##_load(g[0] + i);                                    \
+            for (size_t j = 1; j < ngrads; j++)                                \
+                si = agg_vf_add(si, K##_load(g[j] + i));                       \
+            agg_vf wi = f32_load(wo + i);                                      \
+            agg_vf gi = agg_vf_add(agg_vf_mul(gs, si), agg_vf_mul(wd, wi));    \
             agg_vf di = gi;                                                    \
             if (mom) {                                                         \
-                agg_vf m = agg_vf_add(agg_vf_mul(mu, f32_load(v + i)), gi);    \
-                f32_store(v + i, m);                                           \
+                agg_vf m = agg_vf_add(agg_vf_mul(mu, f32_load(vo + i)), gi);   \
+                f32_store(vo + i, m);                                          \
                 di = nesterov ? agg_vf_add(gi, agg_vf_mul(mu, m)) : m;         \
             }                                                                  \
-            f32_store(w + i, agg_vf_sub(wi, agg_vf_mul(lr, di)));              \
+            f32_store(wo + i, agg_vf_sub(wi, agg_vf_mul(lr, di)));             \
         }                                                                      \
-        agg_ops_scalar.sgd[DTYPE](p, w + i, mom ? v + i : v, g + i,            \
-                                  count - i);                                  \
+        if (i < count)                                                         \
+            agg_ops_scalar.sgd[DTYPE](p, w, v, grads, ngrads, off + i,         \
+                                      count - i);                              \
     }
 
 /* The four reductions, axpy and SGD of one instruction set. */

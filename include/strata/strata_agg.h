@@ -131,6 +131,21 @@ strata_status_t strata_sgd_update(const strata_sgd_t *sgd,
                                   float *momentum_buf, const void *grad,
                                   size_t count);
 
+/*
+ * strata_sgd_update with the gradient the sum of ngrads buffers (1..64, all
+ * of grad_dtype), summed in fp32 in order as strata_reduce sums them, in one
+ * pass over a pool (NULL: the caller only): an aggregator's sum and update
+ * without an intermediate buffer. With fp32 gradients the result is
+ * bit-identical to strata_reduce into an fp32 buffer with scale 1, then
+ * strata_sgd_update on it.
+ */
+strata_status_t strata_sgd_update_sum_mt(strata_reduce_pool_t *pool,
+                                         const strata_sgd_t *sgd,
+                                         strata_dtype_t grad_dtype,
+                                         float *master, float *momentum_buf,
+                                         const void *const *grads,
+                                         size_t ngrads, size_t count);
+
 /* ---- top-k sparsification (GDTopK, DGC) --------------------------------- */
 
 /* One element of a sparse update; the wire encoding is this struct, little

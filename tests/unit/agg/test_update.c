@@ -101,8 +101,10 @@ static void every_path_matches_scalar(void **state)
                     fill_f32(v[k] + (n % 3), n, n + 2);
                 }
                 const strata_sgd_t *p = &params[n % 3];
-                agg_ops_scalar.sgd[dt](p, w[0] + sh, v[0] + n % 3, gs, n);
-                ops->sgd[dt](p, w[1] + sh, v[1] + n % 3, gs, n);
+                const void *grads[1] = {gs};
+                agg_ops_scalar.sgd[dt](p, w[0] + sh, v[0] + n % 3, grads, 1, 0,
+                                       n);
+                ops->sgd[dt](p, w[1] + sh, v[1] + n % 3, grads, 1, 0, n);
                 agg_ops_scalar.axpy[dt](v[0], gs, n, -0.3f);
                 ops->axpy[dt](v[1], gs, n, -0.3f);
                 size_t i =
@@ -117,6 +119,111 @@ static void every_path_matches_scalar(void **state)
     for (int k = 0; k < 2; k++)
         free(w[k]), free(v[k]);
     free(g);
+}
+
+/* The fused sum and update: every path against the scalar reference over
+ * 1..7 gradients and a sub-range, against strata_reduce + strata_sgd_update
+ * bit for bit, and over a pool. */
+static void fused_sum_and_update(void **state)
+{
+    (void)state;
+    enum { M = 3001, G = 7 };
+    const size_t es_max = 4;
+    float *w[3], *v[3], *sum = malloc(M * 4);
+    void *g[G];
+    for (int k = 0; k < 3; k++)
+        w[k] = malloc(M * 4), v[k] = malloc(M * 4);
+    for (int j = 0; j < G; j++)
+        g[j] = malloc(M * es_max);
+    const strata_sgd_t p = {.lr = 0.05f,
+                            .momentum = 0.9f,
+                            .weight_decay = 1e-4f,
+                            .grad_scale = 0.125f};
+    strata_reduce_pool_t *pool;
+    assert_int_equal(strata_reduce_pool_create(2, &pool), STRATA_OK);
+    for (int dt = 0; dt < AGG_NDTYPES; dt++) {
+        if (dt == STRATA_FP64)
+            continue;
+        for (size_t n = 1; n <= G; n++) {
+            for (size_t j = 0; j < n; j++)
+                test_fill(dt, g[j], M, 40 + j);
+            for (int k = 0; k < 3; k++) {
+                fill_f32(w[k], M, 7);
+                fill_f32(v[k], M, 8);
+            }
+            const void *const *gr = (const void *const *)g;
+            agg_ops_scalar.sgd[dt](&p, w[0], v[0], gr, n, 0, M);
+            for (size_t t = 0; t < agg_impl_count(); t++) {
+                const agg_ops_t *ops = agg_impl(t);
+                if (!agg_impl_supported(ops))
+                    continue;
+                memcpy(w[1], w[2], M * 4), memcpy(v[1], v[2], M * 4);
+                ops->sgd[dt](&p, w[1], v[1], gr, n, 0, 1000);
+                ops->sgd[dt](&p, w[1], v[1], gr, n, 1000, M - 1000);
+                assert_int_equal(test_first_diff(STRATA_FP32, w[0], w[1], M),
+                                 M);
+                assert_int_equal(test_first_diff(STRATA_FP32, v[0], v[1], M),
+                                 M);
+            }
+            memcpy(w[1], w[2], M * 4), memcpy(v[1], v[2], M * 4);
+            assert_int_equal(
+                strata_sgd_update_sum_mt(pool, &p, dt, w[1], v[1], gr, n, M),
+                STRATA_OK);
+            assert_int_equal(test_first_diff(STRATA_FP32, w[0], w[1], M), M);
+            if (dt != STRATA_FP32)
+                continue;
+            /* Unfused: sum into fp32, then update. */
+            assert_int_equal(strata_reduce(STRATA_FP32, sum, gr, n, M, 1.0),
+                             STRATA_OK);
+            assert_int_equal(
+                strata_sgd_update(&p, STRATA_FP32, w[2], v[2], sum, M),
+                STRATA_OK);
+            assert_int_equal(test_first_diff(STRATA_FP32, w[0], w[2], M), M);
+            assert_int_equal(test_first_diff(STRATA_FP32, v[0], v[2], M), M);
+        }
+    }
+    strata_reduce_pool_destroy(pool);
+    for (int k = 0; k < 3; k++)
+        free(w[k]), free(v[k]);
+    for (int j = 0; j < G; j++)
+        free(g[j]);
+    free(sum);
+}
+
+/* Large enough for the pool's threads to share it. */
+static void fused_update_over_a_pool(void **state)
+{
+    (void)state;
+    enum { M = 1 << 19, G = 3 };
+    float *w[2], *v[2], *g[G];
+    for (int k = 0; k < 2; k++) {
+        w[k] = malloc(M * 4), v[k] = malloc(M * 4);
+        fill_f32(w[k], M, 1);
+        fill_f32(v[k], M, 2);
+    }
+    for (int j = 0; j < G; j++) {
+        g[j] = malloc(M * 4);
+        fill_f32(g[j], M, 3 + (uint64_t)j);
+    }
+    const strata_sgd_t p = {.lr = 0.1f, .momentum = 0.5f, .grad_scale = 1};
+    const void *const *gr = (const void *const *)g;
+    strata_reduce_pool_t *pool;
+    assert_int_equal(strata_reduce_pool_create(2, &pool), STRATA_OK);
+    for (int step = 0; step < 3; step++) {
+        assert_int_equal(strata_sgd_update_sum_mt(NULL, &p, STRATA_FP32, w[0],
+                                                  v[0], gr, G, M),
+                         STRATA_OK);
+        assert_int_equal(strata_sgd_update_sum_mt(pool, &p, STRATA_FP32, w[1],
+                                                  v[1], gr, G, M),
+                         STRATA_OK);
+    }
+    assert_int_equal(test_first_diff(STRATA_FP32, w[0], w[1], M), M);
+    assert_int_equal(test_first_diff(STRATA_FP32, v[0], v[1], M), M);
+    strata_reduce_pool_destroy(pool);
+    for (int k = 0; k < 2; k++)
+        free(w[k]), free(v[k]);
+    for (int j = 0; j < G; j++)
+        free(g[j]);
 }
 
 static int errors;
@@ -144,7 +251,14 @@ static void bad_arguments(void **state)
                      STRATA_ERR_INVALID);
     assert_int_equal(strata_axpy(STRATA_FP32, NULL, &g, 1, 1.0f),
                      STRATA_ERR_INVALID);
-    assert_int_equal(errors, 5);
+    const void *grads[3] = {&g, NULL, &g};
+    assert_int_equal(
+        strata_sgd_update_sum_mt(NULL, &p, STRATA_FP32, &w, &w, grads, 3, 1),
+        STRATA_ERR_INVALID);
+    assert_int_equal(
+        strata_sgd_update_sum_mt(NULL, &p, STRATA_FP32, &w, &w, grads, 0, 1),
+        STRATA_ERR_INVALID);
+    assert_int_equal(errors, 7);
     assert_true(w == 1.0f);
     eng_log_set_sink(NULL, NULL);
 }
@@ -155,6 +269,8 @@ int main(void)
         cmocka_unit_test(sgd_matches_pytorch_by_hand),
         cmocka_unit_test(axpy_by_hand),
         cmocka_unit_test(every_path_matches_scalar),
+        cmocka_unit_test(fused_sum_and_update),
+        cmocka_unit_test(fused_update_over_a_pool),
         cmocka_unit_test(bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
