@@ -17,7 +17,7 @@
 #include "transport/transport.h"
 
 #define CAP 4096
-#define NRECS 200000
+#define NRECS 50000
 
 static void *new_ring(void)
 {
