@@ -681,17 +681,18 @@ void eng_worker_on_write_done(strata_ctx_t *ctx, void *op_ctx,
                               strata_status_t status)
 {
     uintptr_t op = (uintptr_t)op_ctx;
-    if (status != STRATA_OK) {
-        eng_fail_soon(ctx, status, "a write to an aggregator failed: %s",
-                      strata_strerror(status));
-        return;
-    }
+    /* A failed write means the connection broke; its DISCONNECTED event
+     * follows and fails the job. */
     if ((op & 0xff) != ENG_OP_GRAD)
         return;
     strata_request_t *req = &ctx->req_pool[op >> 8];
-    if (--req->outstanding == 0) {
-        atomic_fetch_add_explicit(&ctx->cnt.pushes, 1, memory_order_relaxed);
-        eng_req_complete(ctx, req, STRATA_OK);
+    if (status != STRATA_OK && req->status == STRATA_OK)
+        req->status = status;
+    if (req->outstanding > 0 && --req->outstanding == 0) {
+        if (req->status == STRATA_OK)
+            atomic_fetch_add_explicit(&ctx->cnt.pushes, 1,
+                                      memory_order_relaxed);
+        eng_req_complete(ctx, req, req->status);
     }
 }
 

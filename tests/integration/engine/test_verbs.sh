@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The engine over verbs (label verbs: run inside the soft-RoCE VM by
+# softroce_verbs, through tests/softroce/verbs-test): exact BSP for a few
+# shapes, SSP's bound on every pull, the sum, and a killed worker.
+RUN=$1 EXACT=$2
+source "$(dirname "$0")/common.sh"
+export STRATA_TRANSPORT=verbs STRATA_TIMEOUT_MS=30000 # an emulated CPU
+for shape in "1 1" "3 2" "4 3"; do
+  job $shape -- --steps 3
+done
+job 3 2 STRATA_POLICY=ssp STRATA_STALENESS=1 -- \
+  --steps 6 --check stale --staleness 1 --sleep
+job 2 2 STRATA_OPTIMIZER=sum -- --steps 3 --check sum
+export STRATA_TIMEOUT_MS=10000 STRATA_LR=2
+by_hand 2 1 "$EXACT" --steps 50 --die-at 2
+expect_rank 2 137 ""
+for r in 0 1; do
+  expect_rank $r 3 "worker rank 2 .*disconnected (before|without) finalizing"
+done
+echo "the engine is exact over verbs"
