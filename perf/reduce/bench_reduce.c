@@ -242,22 +242,29 @@ static void summarise(const cand_t *all, size_t n, cand_t *k)
     k->of_roof = median(f, k->nsamples);
 }
 
-/* Calibrates each candidate, then samples all of them in rounds. */
+/* Calibrates each candidate, then samples all of them in rounds. A slow
+ * candidate (the plain loops on large buffers) keeps its calibration run as
+ * its first sample and takes fewer rounds. */
 static void measure(bench_t *b, const cfg_t *c, cand_t *k, size_t n)
 {
+    unsigned first[MAX_CANDS];
     for (size_t i = 0; i < n; i++) {
         double t0 = now();
         run_once(b, &k[i], c); /* warms caches and pages up too */
         double t1 = now() - t0;
         k[i].iters =
             t1 >= SAMPLE_SECONDS ? 1 : (unsigned)(SAMPLE_SECONDS / t1) + 1;
-        k[i].nsamples = t1 > SLOW_SECONDS && b->o.reps > b->o.slow_reps
-                            ? b->o.slow_reps
-                            : b->o.reps;
+        k[i].nsamples = b->o.reps;
+        first[i] = 0;
+        if (t1 > SLOW_SECONDS && b->o.reps > b->o.slow_reps) {
+            k[i].nsamples = b->o.slow_reps;
+            k[i].round[0] = bytes_moved(&k[i], c) / t1 / 1e9;
+            first[i] = 1;
+        }
     }
     for (unsigned r = 0; r < b->o.reps; r++) {
         for (size_t i = 0; i < n; i++) {
-            if (r >= k[i].nsamples)
+            if (r < first[i] || r >= k[i].nsamples)
                 continue;
             double t0 = now();
             for (unsigned it = 0; it < k[i].iters; it++)
