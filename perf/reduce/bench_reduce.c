@@ -733,6 +733,8 @@ int main(int argc, char **argv)
     }
     if (b.have_mpi)
         perf_mpi_finalize();
+    for (size_t j = 0; j < STRATA_REDUCE_MAX_SOURCES + 1; j++)
+        free(b.buf[j]);
     strata_reduce_pool_destroy(b.pool);
     return rc ? 1 : 0;
 }
