@@ -25,7 +25,8 @@
 /* Vectors per source per step (AGG_UNROLL, set by the kernel file): 256
  * bytes, four cache lines of each source in flight, and few enough that
  * every accumulator stays in a register. */
-#define AGG_UNROLLED _Pragma("GCC unroll 8")
+#define AGG_FOR_EACH_VECTOR(u)                                                 \
+    _Pragma("GCC unroll 8") for (int u = 0; u < AGG_UNROLL; u++)
 
 /* Elements before p reaches a 64-byte boundary (at most count). */
 static inline size_t agg_head(const void *p, size_t esize, size_t count)
@@ -56,14 +57,18 @@ static inline size_t agg_head(const void *p, size_t esize, size_t count)
             p[j] = (const E *)srcs[j] + off;                                   \
         for (; count - i >= AGG_UNROLL * (W); i += AGG_UNROLL * (W)) {         \
             V a[AGG_UNROLL];                                                   \
-            AGG_UNROLLED for (int u = 0; u < AGG_UNROLL; u++) a[u] =           \
-                K##_load(p[0] + i + u * (W));                                  \
+            AGG_FOR_EACH_VECTOR(u)                                             \
+            {                                                                  \
+                a[u] = K##_load(p[0] + i + u * (W));                           \
+            }                                                                  \
             for (size_t j = 1; j < nsrc; j++) {                                \
                 const E *q = p[j] + i;                                         \
-                AGG_UNROLLED for (int u = 0; u < AGG_UNROLL; u++) a[u] =       \
-                    ADD(a[u], K##_load(q + u * (W)));                          \
+                AGG_FOR_EACH_VECTOR(u)                                         \
+                {                                                              \
+                    a[u] = ADD(a[u], K##_load(q + u * (W)));                   \
+                }                                                              \
             }                                                                  \
-            AGG_UNROLLED for (int u = 0; u < AGG_UNROLL; u++)                  \
+            AGG_FOR_EACH_VECTOR(u)                                             \
             {                                                                  \
                 a[u] = MUL(a[u], s);                                           \
                 if (acc)                                                       \
