@@ -645,6 +645,12 @@ void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         l->left = true;
         peer->left = true;
         eng_wlink_forget(ctx, l);
+        /* The worker closes once told: a close never overtakes its LEAVE
+         * (a transport need not order a disconnect after messages). */
+        unsigned char buf[8];
+        eng_wbuf_t m;
+        eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LEFT);
+        eng_send(ctx, peer, &m, NULL);
         if (++a->nleft == ctx->nworkers)
             eng_gate_raise(&ctx->served, 1);
         eng_drop_worker(ctx, l->widx);

@@ -31,7 +31,7 @@
     X(PARAMS, 11)     /* worker -> aggregator: parameter buffers, a chunk */   \
     X(PARAMS_END, 12) /* worker -> aggregator: all parameter buffers sent */   \
     X(LEAVE, 13)      /* worker -> aggregator: finalizing */                   \
-    X(FAREWELL, 14)   /* coordinator -> rank: everyone left, close */
+    X(LEFT, 14)       /* aggregator -> worker: LEAVE taken, close now */
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

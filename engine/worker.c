@@ -102,6 +102,7 @@ struct eng_worker {
     strata_request_t *parked[ENG_CMDQ_CAP]; /* pushes waiting for a pull */
     uint32_t nparked;
     uint32_t sends_pending;
+    uint32_t acks_pending; /* LEFT answers awaited */
     bool leaving, left;
 };
 
@@ -581,6 +582,11 @@ void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         eng_on_slots(ctx, peer->owner, r);
         return;
     }
+    if (type == ENG_MSG_LEFT && ctx->worker->leaving && eng_rbuf_ok(r)) {
+        if (ctx->worker->acks_pending > 0)
+            ctx->worker->acks_pending--;
+        return;
+    }
     eng_fail(ctx, STRATA_ERR_PROTO, "unexpected message %s from %s",
              eng_msg_name(type), eng_peer_str(peer, who, sizeof(who)));
 }
@@ -857,6 +863,7 @@ static void eng_worker_leave(strata_ctx_t *ctx)
         for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++) {
             eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LEAVE);
             w->sends_pending++;
+            w->acks_pending++;
             /* From now on the aggregator may close first. */
             w->links[a].peer.left = true;
             st = eng_send(ctx, &w->links[a].peer, &m, &w->sends_pending);
@@ -868,7 +875,7 @@ static void eng_worker_leave(strata_ctx_t *ctx)
         ctx->bye_sent = true;
         return;
     }
-    if (st == STRATA_OK && w->sends_pending > 0)
+    if (st == STRATA_OK && (w->sends_pending > 0 || w->acks_pending > 0))
         return;
     eng_worker_close(ctx);
     w->leaving = false;
@@ -907,8 +914,11 @@ void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
     tp_ep_close(peer->ep);
     eng_backlog_drop(ctx, peer);
     peer->ep = NULL;
-    if (peer->left)
+    if (peer->left) {
+        if (ctx->worker->acks_pending > 0) /* its LEFT will not come */
+            ctx->worker->acks_pending--;
         return;
+    }
     eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s", who,
                   status == STRATA_OK ? "it closed the connection"
                                       : strata_strerror(status));
