@@ -39,10 +39,12 @@ typedef struct eng_apart {
     eng_tracker_t *tracker;
     uint32_t inflight; /* model writes out of it not completed */
     bool initialized;
-    uint32_t unserved; /* live workers not yet given the initial model */
-    int64_t *arrived;  /* [nworkers]: last clock landed, -1 */
-    int64_t *want;     /* [nworkers]: newest clock asked for, -1 */
-    int64_t *served;   /* [nworkers]: newest clock written, -1 */
+    uint32_t unserved;     /* live workers not yet given the initial model */
+    int64_t *arrived;      /* [nworkers]: last clock landed, -1 */
+    int64_t *want;         /* [nworkers]: newest clock asked for, -1 */
+    int64_t *served;       /* [nworkers]: newest clock written, -1 */
+    _Atomic int64_t *done; /* [ngroups]: clocks completed, for metrics
+                              (the tracker forgets groups that left) */
     float *momentum;
 } eng_apart_t;
 
@@ -190,7 +192,8 @@ static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
     ap->arrived = eng_malloc(sizeof(int64_t) * nw);
     ap->want = eng_malloc(sizeof(int64_t) * nw);
     ap->served = eng_malloc(sizeof(int64_t) * nw);
-    if (!ap->arrived || !ap->want || !ap->served)
+    ap->done = eng_calloc(pol->ngroups, sizeof(*ap->done));
+    if (!ap->arrived || !ap->want || !ap->served || !ap->done)
         return STRATA_ERR_NOMEM;
     for (size_t w = 0; w < nw; w++) {
         ap->arrived[w] = -1;
@@ -466,6 +469,7 @@ static void eng_reduce_group(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
                  ap->index, g, (long long)c, strata_strerror(st));
         return;
     }
+    atomic_store_explicit(&ap->done[g], c + 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&ctx->cnt.reductions, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&ctx->cnt.reduce_ns, t1 - t0,
                               memory_order_relaxed);
@@ -755,7 +759,8 @@ int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g)
         return 0;
     int64_t c = INT64_MAX;
     for (uint32_t i = 0; i < a->nparts; i++)
-        c = eng_min64(c, eng_tracker_group_clock(a->parts[i].tracker, g));
+        c = eng_min64(c, atomic_load_explicit(&a->parts[i].done[g],
+                                              memory_order_relaxed));
     return c;
 }
 
@@ -801,6 +806,7 @@ void eng_agg_free(strata_ctx_t *ctx)
         eng_free(ap->arrived);
         eng_free(ap->want);
         eng_free(ap->served);
+        eng_free((void *)ap->done);
         eng_free(ap->momentum);
     }
     for (int p = 0; p < ENG_NPROV; p++)

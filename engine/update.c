@@ -48,14 +48,17 @@ static strata_status_t eng_sgd_apply(const eng_update_t *u,
     if (u->momentum == 0 && u->weight_decay == 0)
         return eng_reduce_many(u->pool, dtype, out, srcs, nsrc, count,
                                -u->lr * u->scale, 1);
-    strata_status_t st =
-        eng_reduce_many(u->pool, dtype, u->scratch, srcs, nsrc, count, 1.0, 0);
-    if (st != STRATA_OK)
-        return st;
     strata_sgd_t sgd = {.lr = (float)u->lr,
                         .momentum = (float)u->momentum,
                         .weight_decay = (float)u->weight_decay,
                         .grad_scale = (float)u->scale};
+    if (nsrc <= STRATA_REDUCE_MAX_SOURCES) /* sum and step in one pass */
+        return strata_sgd_update_sum_mt(u->pool, &sgd, dtype, out, momentum,
+                                        srcs, nsrc, count);
+    strata_status_t st =
+        eng_reduce_many(u->pool, dtype, u->scratch, srcs, nsrc, count, 1.0, 0);
+    if (st != STRATA_OK)
+        return st;
     return strata_sgd_update(&sgd, dtype, out, momentum, u->scratch, count);
 }
 

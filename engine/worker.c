@@ -510,7 +510,7 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
     strata_status_t st =
         tp_write(l->peer.ep, src, src_off + pc->tensor_off, &l->slots, dst_off,
                  pc->len, imm, last ? TP_WRITE_IMM : 0, (void *)op);
-    if (st == STRATA_OK)
+    if (st == STRATA_OK && e->kind == ENG_OP_GRAD)
         atomic_fetch_add_explicit(&ctx->cnt.bytes_pushed, pc->len,
                                   memory_order_relaxed);
     return st;
