@@ -81,10 +81,11 @@ strata_status_t strata_reduce_acc(strata_dtype_t dtype, void *dst,
  * A persistent pool of threads that share large reductions. The calling
  * thread works too, so a pool of n threads starts n - 1; nthreads 0 means
  * STRATA_REDUCE_THREADS (whose 0 means the cores available to the process).
- * A call splits the buffer into cache-sized chunks and allocates nothing;
- * buffers below a few hundred KiB are reduced by the caller alone. One
- * thread at a time may use a pool: a concurrent call fails with
- * STRATA_ERR_STATE. Results are identical to the single-threaded calls.
+ * A call splits the buffers into chunks of about 512 KiB moved and
+ * allocates nothing; work moving less than 4 MiB (sources and destination
+ * together) stays on the caller. One thread at a time may use a pool: a
+ * concurrent call fails with STRATA_ERR_STATE. Results are identical to the
+ * single-threaded calls.
  */
 typedef struct strata_reduce_pool strata_reduce_pool_t;
 
