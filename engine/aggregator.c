@@ -20,7 +20,7 @@
  * is ready: reduction, update and model writes are pipelined across the
  * partitions of the shard.
  */
-#include "engine/engine.h"
+#include "engine/aggregator.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -28,71 +28,10 @@
 #include "agg/agg.h"
 #include "engine/alloc.h"
 #include "engine/imm.h"
-#include "engine/layout_wire.h"
 #include "engine/log.h"
-#include "engine/tracker.h"
-#include "engine/update.h"
 
-typedef struct eng_apart {
-    const eng_partition_t *part;
-    uint32_t index; /* in the model */
-    eng_tracker_t *tracker;
-    uint32_t inflight; /* model writes out of it not completed */
-    bool initialized;
-    uint32_t unserved;     /* live workers not yet given the initial model */
-    int64_t *arrived;      /* [nworkers]: last clock landed, -1 */
-    int64_t *want;         /* [nworkers]: newest clock asked for, -1 */
-    int64_t *served;       /* [nworkers]: newest clock written, -1 */
-    _Atomic int64_t *done; /* [ngroups]: clocks completed, for metrics
-                              (the tracker forgets groups that left) */
-    float *momentum;
-} eng_apart_t;
-
-typedef struct eng_dst {
-    tp_rdesc_t d;
-    uint64_t off;
-} eng_dst_t;
-
-typedef struct eng_send_item {
-    uint32_t part; /* in the shard */
-    int64_t clock;
-} eng_send_item_t;
-
-typedef struct eng_wlink {
-    eng_peer_t peer;
-    struct eng_wlink *next; /* every accepted connection */
-    int widx;
-    void *slots;
-    tp_mr_t *slots_mr;
-    eng_dst_t *dst; /* [shard pieces] */
-    uint32_t ndst;
-    bool params_ready, left, slots_sent;
-    eng_send_item_t *q;
-    uint32_t qcap, qhead, qlen, qpiece;
-} eng_wlink_t;
-
-struct eng_agg {
-    eng_layout_rx_t lrx;
-    eng_layout_t *layout;
-    uint32_t shard, nparts, npieces;
-    eng_apart_t *parts;
-    int32_t *piece_local; /* [model pieces]: index in the shard, -1 */
-    void *out;
-    tp_mr_t *out_mr[ENG_NPROV];
-    eng_update_t upd;
-    eng_wlink_t **links;   /* [nworkers], after JOIN */
-    eng_wlink_t *accepted; /* every connection, identified or not */
-    _Atomic bool parts_ready;
-    int njoined, nleft;
-    uint32_t ninit;
-    uint32_t **members; /* [ngroups][] worker indices */
-    uint32_t *nmembers;
-    bool *dropped;     /* [nworkers] */
-    const void **srcs; /* [nworkers]: a reduction's sources */
-    strata_request_t *finish_req;
-    uint32_t sends_pending;
-    bool leaving, bye_sent;
-};
+static void eng_worker_out(strata_ctx_t *ctx, int w);
+static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
 
 static int64_t eng_min64(int64_t a, int64_t b)
 {
@@ -106,24 +45,19 @@ strata_status_t eng_agg_create(strata_ctx_t *ctx)
         goto nomem;
     ctx->agg = a;
     a->shard = (uint32_t)ctx->rank;
-    a->links = eng_calloc((size_t)ctx->nworkers, sizeof(*a->links));
-    a->dropped = eng_calloc((size_t)ctx->nworkers, sizeof(bool));
-    a->srcs = eng_calloc((size_t)ctx->nworkers, sizeof(*a->srcs));
-    const eng_policy_t *pol = ctx->policy;
-    a->members = eng_calloc(pol->ngroups, sizeof(*a->members));
-    a->nmembers = eng_calloc(pol->ngroups, sizeof(*a->nmembers));
-    if (!a->links || !a->dropped || !a->srcs || !a->members || !a->nmembers)
+    size_t nw = (size_t)ctx->nworkers;
+    a->links = eng_calloc(nw, sizeof(*a->links));
+    a->dropped = eng_calloc(nw, sizeof(bool));
+    a->srcs = eng_calloc(nw, sizeof(*a->srcs));
+    a->dense = eng_calloc(nw, sizeof(*a->dense));
+    if (!a->links || !a->dropped || !a->srcs || !a->dense)
         goto nomem;
-    for (uint32_t g = 0; g < pol->ngroups; g++) {
-        a->members[g] = eng_calloc(pol->nworkers, sizeof(uint32_t));
-        if (!a->members[g])
-            goto nomem;
-    }
-    for (uint32_t w = 0; w < pol->nworkers; w++) {
-        uint32_t g = pol->group_of[w];
-        a->members[g][a->nmembers[g]++] = w;
-    }
-    eng_update_init(&a->upd, ctx->cfg, eng_policy_grad_scale(pol));
+    const eng_policy_t *pol = ctx->policy;
+    strata_status_t st = eng_members_create(pol->nworkers, pol->ngroups,
+                                            pol->group_of, &a->members);
+    if (st != STRATA_OK)
+        return st;
+    eng_update_init(&a->upd, ctx->cfg, pol->ops->rounds, a->dense);
     return STRATA_OK;
 nomem:
     eng_error("out of memory for the aggregator");
@@ -141,6 +75,7 @@ void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
         return;
     }
     l->widx = -1;
+    l->round_clock[0] = l->round_clock[1] = -1;
     l->peer = (eng_peer_t){.kind = ENG_PEER_WORKER,
                            .rank = -1,
                            .ep = ep,
@@ -192,9 +127,14 @@ static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
     ap->arrived = eng_malloc(sizeof(int64_t) * nw);
     ap->want = eng_malloc(sizeof(int64_t) * nw);
     ap->served = eng_malloc(sizeof(int64_t) * nw);
+    ap->nsparse = eng_malloc(sizeof(uint32_t) * 2 * nw);
+    ap->seg_at = eng_calloc(nw, sizeof(uint32_t));
     ap->done = eng_calloc(pol->ngroups, sizeof(*ap->done));
-    if (!ap->arrived || !ap->want || !ap->served || !ap->done)
+    if (!ap->arrived || !ap->want || !ap->served || !ap->nsparse ||
+        !ap->seg_at || !ap->done)
         return STRATA_ERR_NOMEM;
+    for (size_t k = 0; k < 2 * nw; k++)
+        ap->nsparse[k] = ENG_SRC_DENSE;
     for (size_t w = 0; w < nw; w++) {
         ap->arrived[w] = -1;
         /* Every worker wants the initial model, clock 0; summing
@@ -326,20 +266,87 @@ static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
     return eng_send(ctx, &l->peer, &m, NULL);
 }
 
+/* A regroup's moves (gen, then worker, start, group, group clock each),
+ * appended to the membership at once: the workers are frozen until every
+ * aggregator has them, so none of their new pushes has come yet. */
+static strata_status_t eng_on_plan(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    uint32_t gen = eng_get_u32(r);
+    if (gen != a->plan_gen) {
+        a->plan_gen = gen;
+        a->plan_moves = 0;
+    }
+    strata_status_t st = STRATA_OK;
+    while (st == STRATA_OK && !r->bad && r->pos < r->len) {
+        uint32_t w = eng_get_u32(r);
+        int64_t start = eng_get_i64(r);
+        uint32_t group = eng_get_u32(r);
+        int64_t clock = eng_get_i64(r);
+        if (!r->bad)
+            st = eng_members_move(a->members, w, start, group, clock);
+        a->plan_moves++;
+    }
+    return st == STRATA_OK && eng_rbuf_ok(r) ? STRATA_OK : STRATA_ERR_PROTO;
+}
+
+/* The plan is complete: make the moves that are due, and say so. */
+static strata_status_t eng_on_plan_end(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    uint32_t gen = eng_get_u32(r), nmoves = eng_get_u32(r);
+    if (!eng_rbuf_ok(r) || gen != a->plan_gen || nmoves != a->plan_moves)
+        return STRATA_ERR_PROTO;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        eng_apart_t *ap = &a->parts[i];
+        ap->moves = 0;
+        for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++)
+            ap->moves +=
+                ap->seg_at[w] + 1 < eng_members_nsegments(a->members, w);
+        strata_status_t st = eng_agg_moves(ctx, ap);
+        if (st != STRATA_OK)
+            return st;
+        eng_try_reduce(ctx, i);
+        eng_serve(ctx, i);
+    }
+    atomic_fetch_add_explicit(&a->regroups, 1, memory_order_relaxed);
+    unsigned char buf[16];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PLANNED);
+    eng_put_u32(&m, gen);
+    return eng_send(ctx, &ctx->coord_peer, &m, NULL);
+}
+
+static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    uint32_t w = eng_get_u32(r);
+    if (!eng_rbuf_ok(r) || w >= (uint32_t)ctx->nworkers ||
+        !ctx->policy->ops->survives_loss)
+        return STRATA_ERR_PROTO;
+    eng_wlink_t *l = ctx->agg->links[w];
+    if (l)
+        eng_drop_link(ctx, l, "the coordinator dropped it");
+    else
+        eng_worker_out(ctx, (int)w);
+    return STRATA_OK;
+}
+
 void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
-    strata_status_t st = STRATA_OK;
+    strata_status_t st = STRATA_ERR_PROTO;
     if (type == ENG_MSG_LAYOUT || type == ENG_MSG_TENSORS)
         st = eng_layout_rx_msg(&a->lrx, type, r, "the coordinator");
     else if (type == ENG_MSG_LAYOUT_OK && a->lrx.complete && !a->layout)
         st = eng_shard_setup(ctx);
-    else
-        st = STRATA_ERR_PROTO;
+    else if (type == ENG_MSG_PLAN && ctx->policy->ops->regroups)
+        st = eng_on_plan(ctx, r);
+    else if (type == ENG_MSG_PLAN_END && ctx->policy->ops->regroups)
+        st = eng_on_plan_end(ctx, r);
+    else if (type == ENG_MSG_DROP)
+        st = eng_on_drop(ctx, r);
     if (st != STRATA_OK)
-        eng_fail(ctx, st,
-                 "cannot take the layout from the coordinator "
-                 "(message %s): %s",
+        eng_fail(ctx, st, "cannot take message %s from the coordinator: %s",
                  eng_msg_name(type), strata_strerror(st));
 }
 
@@ -391,13 +398,12 @@ static void eng_serve_one(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t i, int w)
     eng_agg_t *a = ctx->agg;
     eng_wlink_t *l = a->links[w];
     if (!ap->initialized || !l || !l->params_ready || l->left ||
-        ap->want[w] <= ap->served[w])
+        a->dropped[w] || ap->want[w] <= ap->served[w])
         return;
     int64_t c = ap->want[w];
-    if (!eng_tracker_may_pull(ap->tracker, (uint32_t)w, c)) {
+    if (!eng_may_serve(ctx, ap, (uint32_t)w, c)) {
         c = ap->served[w] + 1;
-        if (c == ap->want[w] ||
-            !eng_tracker_may_pull(ap->tracker, (uint32_t)w, c))
+        if (c == ap->want[w] || !eng_may_serve(ctx, ap, (uint32_t)w, c))
             return;
     }
     if (ap->served[w] < 0)
@@ -405,98 +411,27 @@ static void eng_serve_one(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t i, int w)
     ap->served[w] = c;
     uint64_t version = eng_tracker_version(ap->tracker);
     eng_tracker_note_pull(ap->tracker, (uint32_t)w, version);
-    eng_tracker_note_group_pull(ap->tracker, ctx->policy->group_of[w], version);
+    eng_tracker_note_group_pull(
+        ap->tracker, eng_tracker_group_of(ap->tracker, (uint32_t)w), version);
     l->q[(l->qhead + l->qlen++) % l->qcap] =
         (eng_send_item_t){.part = i, .clock = c};
     ap->inflight += ap->part->npieces;
     eng_wlink_post(ctx, l);
 }
 
-static void eng_serve(strata_ctx_t *ctx, uint32_t i)
+void eng_serve(strata_ctx_t *ctx, uint32_t i)
 {
     eng_apart_t *ap = &ctx->agg->parts[i];
     for (int w = 0; w < ctx->nworkers; w++)
         eng_serve_one(ctx, ap, i, w);
 }
 
-/* ---- reducing ---- */
-
-static void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l,
-                      const eng_apart_t *ap, int64_t clock)
+void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
+               int64_t clock)
 {
     return (char *)l->slots +
            (uint64_t)(clock & 1) * a->layout->shard_bytes[a->shard] +
            ap->part->shard_off;
-}
-
-/* Group g's next clock on the partition, if every live member landed it:
- * the sources (members that pushed it, left or not) in srcs. */
-static bool eng_group_ready(eng_agg_t *a, eng_apart_t *ap, uint32_t g,
-                            int64_t *clock_out, const void **srcs,
-                            size_t *nsrc_out)
-{
-    int64_t c = eng_tracker_group_clock(ap->tracker, g);
-    size_t n = 0;
-    for (uint32_t k = 0; k < a->nmembers[g]; k++) {
-        uint32_t w = a->members[g][k];
-        if (ap->arrived[w] >= c)
-            srcs[n++] = eng_slot(a, a->links[w], ap, c);
-        else if (!a->dropped[w])
-            return false;
-    }
-    *clock_out = c;
-    *nsrc_out = n;
-    return n > 0;
-}
-
-static void eng_reduce_group(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
-                             int64_t c, const void **srcs, size_t n)
-{
-    eng_agg_t *a = ctx->agg;
-    void *out = (char *)a->out + ap->part->shard_off;
-    uint64_t t0 = eng_now_ns();
-    strata_status_t st = a->upd.ops->apply(
-        &a->upd, ap->part->dtype, out, ap->momentum, srcs, n, ap->part->count);
-    uint64_t t1 = eng_now_ns();
-    if (st == STRATA_OK)
-        st = eng_tracker_record_group_update(ap->tracker, g, NULL, NULL);
-    if (st == STRATA_OK)
-        st = eng_tracker_advance_group(ap->tracker, g, c + 1);
-    if (st != STRATA_OK) {
-        eng_fail(ctx, st,
-                 "updating partition %u for group %u at clock %lld "
-                 "failed: %s",
-                 ap->index, g, (long long)c, strata_strerror(st));
-        return;
-    }
-    atomic_store_explicit(&ap->done[g], c + 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ctx->cnt.reductions, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ctx->cnt.reduce_ns, t1 - t0,
-                              memory_order_relaxed);
-    atomic_fetch_add_explicit(&ctx->cnt.updates, 1, memory_order_relaxed);
-}
-
-/* Apply every group clock that is complete, unless model writes are still
- * reading the partition, or a worker has not had the initial model yet
- * (every worker starts from the same one); then serve the partition. */
-static void eng_try_reduce(strata_ctx_t *ctx, uint32_t i)
-{
-    eng_agg_t *a = ctx->agg;
-    eng_apart_t *ap = &a->parts[i];
-    bool progress = true;
-    while (progress && ap->inflight == 0 && ap->unserved == 0 &&
-           !eng_fatal(ctx)) {
-        progress = false;
-        for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {
-            int64_t c;
-            size_t n;
-            if (ap->inflight > 0 || !eng_group_ready(a, ap, g, &c, a->srcs, &n))
-                continue;
-            eng_reduce_group(ctx, ap, g, c, a->srcs, n);
-            eng_serve(ctx, i);
-            progress = true;
-        }
-    }
 }
 
 void eng_agg_on_write_done(strata_ctx_t *ctx, void *op_ctx,
@@ -530,11 +465,14 @@ static void eng_on_init(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i)
     eng_serve(ctx, i);
 }
 
+/* A push landed: dense (GRAD) in the partition's layout, or sparse (SPARSE,
+ * fp32 partitions only) as len / 8 entries. */
 static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
-                        uint32_t imm)
+                        uint32_t imm, uint32_t len)
 {
     eng_apart_t *ap = &ctx->agg->parts[i];
     int64_t c = ap->arrived[l->widx] + 1;
+    bool sparse = eng_imm_kind(imm) == ENG_IMM_SPARSE;
     char who[200];
     if (!eng_imm_clock_is(imm, c) || !ap->initialized) {
         eng_fail(ctx, STRATA_ERR_PROTO,
@@ -545,9 +483,21 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                  ap->initialized ? "" : " after the initial model");
         return;
     }
+    if (sparse && (ap->part->dtype != STRATA_FP32 || len % 8 != 0 ||
+                   len >= ap->part->bytes || len == 0)) {
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "a sparse push of %u bytes for %s partition %u (%llu bytes) "
+                 "from %s",
+                 len, strata_dtype_name(ap->part->dtype), ap->index,
+                 (unsigned long long)ap->part->bytes,
+                 eng_peer_str(&l->peer, who, sizeof(who)));
+        return;
+    }
     ap->arrived[l->widx] = c;
+    ap->nsparse[2 * l->widx + (c & 1)] = sparse ? len / 8 : ENG_SRC_DENSE;
     atomic_fetch_add_explicit(&ctx->cnt.pushes, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&ctx->cnt.bytes_pushed, ap->part->bytes,
+    atomic_fetch_add_explicit(&ctx->cnt.bytes_pushed,
+                              sparse ? len : ap->part->bytes,
                               memory_order_relaxed);
     if (ap->want[l->widx] < c + 1)
         ap->want[l->widx] = c + 1; /* pushing c asks for c + 1 */
@@ -562,8 +512,8 @@ void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
     uint32_t i = eng_imm_part(imm);
     unsigned kind = eng_imm_kind(imm);
     bool ok = l->widx >= 0 && a->layout && i < a->nparts;
-    if (ok && kind == ENG_IMM_GRAD)
-        eng_on_grad(ctx, l, i, imm);
+    if (ok && (kind == ENG_IMM_GRAD || kind == ENG_IMM_SPARSE))
+        eng_on_grad(ctx, l, i, imm, len);
     else if (ok && kind == ENG_IMM_INIT && l->widx == 0 &&
              !a->parts[i].initialized)
         eng_on_init(ctx, l, i);
@@ -608,7 +558,9 @@ static void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
     }
 }
 
-static void eng_drop_worker(strata_ctx_t *ctx, int w)
+/* The worker is out of the job (it left, or it was dropped): it no longer
+ * holds a group or a minimum back. Once every worker is out, serving ends. */
+static void eng_worker_out(strata_ctx_t *ctx, int w)
 {
     eng_agg_t *a = ctx->agg;
     if (a->dropped[w])
@@ -621,8 +573,56 @@ static void eng_drop_worker(strata_ctx_t *ctx, int w)
             a->parts[i].unserved--;
         }
     }
+    if (++a->ngone == ctx->nworkers)
+        eng_gate_raise(&ctx->served, 1);
     for (uint32_t i = 0; i < a->nparts; i++)
         eng_try_reduce(ctx, i);
+}
+
+/* Policies that survive a lost worker (esync, fedavg) drop it: nothing it
+ * may still write is taken, and the others go on without it. */
+static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
+{
+    eng_agg_t *a = ctx->agg;
+    if (a->dropped[l->widx])
+        return;
+    char who[200];
+    eng_warn("dropping %s: %s", eng_peer_str(&l->peer, who, sizeof(who)), why);
+    l->left = true;
+    l->peer.left = true;
+    if (l->peer.ep) {
+        tp_ep_close(l->peer.ep);
+        eng_backlog_drop(ctx, &l->peer);
+        l->peer.ep = NULL;
+    }
+    eng_wlink_forget(ctx, l);
+    atomic_fetch_add_explicit(&a->dropped_workers, 1, memory_order_relaxed);
+    eng_worker_out(ctx, l->widx);
+}
+
+static bool eng_on_round(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
+{
+    int64_t clock = eng_get_i64(r);
+    uint32_t steps = eng_get_u32(r);
+    if (!eng_rbuf_ok(r) || !ctx->policy->ops->rounds || clock < 0 || steps == 0)
+        return false;
+    l->round_clock[clock & 1] = clock;
+    l->round_steps[clock & 1] = steps;
+    return true;
+}
+
+static void eng_on_leave(strata_ctx_t *ctx, eng_wlink_t *l)
+{
+    l->left = true;
+    l->peer.left = true;
+    eng_wlink_forget(ctx, l);
+    /* The worker closes once told: a close never overtakes its LEAVE
+     * (a transport need not order a disconnect after messages). */
+    unsigned char buf[8];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LEFT);
+    eng_send(ctx, &l->peer, &m, NULL);
+    eng_worker_out(ctx, l->widx);
 }
 
 void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
@@ -645,19 +645,10 @@ void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
             eng_serve_one(ctx, &a->parts[i], i, l->widx);
         return;
     }
+    if (ok && type == ENG_MSG_ROUND && eng_on_round(ctx, l, r))
+        return;
     if (type == ENG_MSG_LEAVE && l->widx >= 0 && eng_rbuf_ok(r) && !l->left) {
-        l->left = true;
-        peer->left = true;
-        eng_wlink_forget(ctx, l);
-        /* The worker closes once told: a close never overtakes its LEAVE
-         * (a transport need not order a disconnect after messages). */
-        unsigned char buf[8];
-        eng_wbuf_t m;
-        eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LEFT);
-        eng_send(ctx, peer, &m, NULL);
-        if (++a->nleft == ctx->nworkers)
-            eng_gate_raise(&ctx->served, 1);
-        eng_drop_worker(ctx, l->widx);
+        eng_on_leave(ctx, l);
         return;
     }
     char who[200];
@@ -676,12 +667,16 @@ void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
     eng_wlink_t *l = peer->owner;
     if (peer->left || l->widx < 0) /* a stray connection is no failure */
         return;
+    const char *why = status == STRATA_OK ? "it closed the connection"
+                                          : strata_strerror(status);
+    if (ctx->policy->ops->survives_loss) {
+        eng_drop_link(ctx, l, why);
+        return;
+    }
     eng_fail_soon(ctx, STRATA_ERR_PEER,
                   "%s disconnected before finalizing (killed, or its network "
                   "failed): %s",
-                  who,
-                  status == STRATA_OK ? "it closed the connection"
-                                      : strata_strerror(status));
+                  who, why);
 }
 
 /* ---- finalizing ---- */
@@ -710,7 +705,7 @@ static void eng_agg_leave(strata_ctx_t *ctx)
     eng_agg_t *a = ctx->agg;
     strata_status_t st = eng_fatal(ctx);
     if (st == STRATA_OK && !a->bye_sent) {
-        if (a->nleft < ctx->nworkers)
+        if (a->ngone < ctx->nworkers)
             return;
         st = eng_boot_bye(ctx, &a->sends_pending);
         if (st != STRATA_OK)
@@ -806,6 +801,8 @@ void eng_agg_free(strata_ctx_t *ctx)
         eng_free(ap->arrived);
         eng_free(ap->want);
         eng_free(ap->served);
+        eng_free(ap->nsparse);
+        eng_free(ap->seg_at);
         eng_free((void *)ap->done);
         eng_free(ap->momentum);
     }
@@ -814,10 +811,7 @@ void eng_agg_free(strata_ctx_t *ctx)
             tp_mr_dereg(a->out_mr[p]);
     if (a->upd.pool)
         strata_reduce_pool_destroy(a->upd.pool);
-    for (uint32_t g = 0; a->members && g < ctx->policy->ngroups; g++)
-        eng_free(a->members[g]);
-    eng_free(a->members);
-    eng_free(a->nmembers);
+    eng_members_destroy(a->members);
     eng_free(a->upd.scratch);
     eng_free(a->out);
     eng_free(a->parts);
@@ -825,6 +819,7 @@ void eng_agg_free(strata_ctx_t *ctx)
     eng_free(a->links);
     eng_free(a->dropped);
     eng_free(a->srcs);
+    eng_free(a->dense);
     eng_layout_rx_free(&a->lrx);
     eng_layout_free(a->layout);
     eng_free(a);

@@ -17,6 +17,9 @@ enum {
     ENG_IMM_GRAD = 1,  /* worker -> aggregator: gradients of a clock */
     ENG_IMM_INIT = 2,  /* first worker -> aggregator: the initial model */
     ENG_IMM_MODEL = 3, /* aggregator -> worker: the model for a clock */
+    /* worker -> aggregator: a GDTopK push, (uint32 index, fp32 value)
+     * entries as long as the write */
+    ENG_IMM_SPARSE = 4,
 };
 
 #define ENG_IMM_CLOCK_MASK 0x7fu

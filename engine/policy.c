@@ -1,9 +1,10 @@
-/* BSP, SSP and ASP as configurations of the group/staleness mechanism. */
+/* Every policy as a configuration of the group/staleness mechanism. */
 #include "engine/policy.h"
 
 #include <string.h>
 
 #include "engine/alloc.h"
+#include "engine/grouping.h"
 #include "engine/log.h"
 
 static strata_status_t eng_bsp_setup(eng_policy_t *p, const eng_config_t *cfg)
@@ -39,10 +40,57 @@ static strata_status_t eng_asp_setup(eng_policy_t *p, const eng_config_t *cfg)
     return STRATA_OK;
 }
 
+/* Speed groups: the grouping's slots and its initial assignment (manual
+ * groups, or everyone in group 0 until the first measurements), which every
+ * rank computes alike from the shared settings. */
+static strata_status_t eng_gssp_setup(eng_policy_t *p, const eng_config_t *cfg)
+{
+    eng_grouping_params_t gp;
+    eng_grouping_params_from_config(cfg, p->nworkers, &gp);
+    eng_grouping_t *g;
+    strata_status_t st = eng_grouping_create(&gp, &g);
+    if (st != STRATA_OK)
+        return st;
+    p->ngroups = eng_grouping_capacity(g);
+    memcpy(p->group_of, eng_grouping_assignment(g),
+           sizeof(uint32_t) * p->nworkers);
+    eng_grouping_destroy(g);
+    p->intra_staleness = eng_config_int(cfg, ENG_CFG_INTRA_STALENESS);
+    p->inter_staleness = eng_config_int(cfg, ENG_CFG_INTER_STALENESS);
+    p->apply_on_arrival = p->intra_staleness > 0;
+    /* STRATA_GSSP_SCALE's choices are world|group. */
+    p->scale_by_group = eng_config_int(cfg, ENG_CFG_GSSP_SCALE) == 1;
+    p->gdtopk = eng_config_int(cfg, ENG_CFG_GDTOPK) != 0;
+    p->flush_epochs = (uint32_t)eng_config_int(cfg, ENG_CFG_TOPK_FLUSH_EPOCHS);
+    return STRATA_OK;
+}
+
+/* Rounds: one synchronous group whose clock is the round. */
+static strata_status_t eng_rounds_setup(eng_policy_t *p,
+                                        const eng_config_t *cfg)
+{
+    eng_bsp_setup(p, cfg);
+    /* STRATA_ESYNC_WEIGHTING's choices are equal|steps. */
+    p->weight_by_steps = eng_config_int(cfg, ENG_CFG_ESYNC_WEIGHTING) == 1;
+    p->global_lr = eng_config_double(cfg, ENG_CFG_ESYNC_GLOBAL_LR);
+    p->round_steps = (uint32_t)eng_config_int(cfg, ENG_CFG_FEDAVG_STEPS);
+    return STRATA_OK;
+}
+
 static const eng_policy_ops_t eng_policies[] = {
-    {"bsp", eng_bsp_setup},
-    {"ssp", eng_ssp_setup},
-    {"asp", eng_asp_setup},
+    {.name = "bsp", .setup = eng_bsp_setup},
+    {.name = "ssp", .setup = eng_ssp_setup},
+    {.name = "asp", .setup = eng_asp_setup},
+    {.name = "gssp", .setup = eng_gssp_setup, .regroups = true},
+    {.name = "esync",
+     .setup = eng_rounds_setup,
+     .rounds = true,
+     .survives_loss = true,
+     .state_server = true},
+    {.name = "fedavg",
+     .setup = eng_rounds_setup,
+     .rounds = true,
+     .survives_loss = true},
 };
 
 /* The choices of STRATA_POLICY and STRATA_OPTIMIZER, in config_keys.def's
@@ -50,6 +98,27 @@ static const eng_policy_ops_t eng_policies[] = {
 static const char *const eng_policy_names[] = {"bsp",  "ssp",   "asp",
                                                "gssp", "esync", "fedavg"};
 enum { ENG_OPTIMIZER_SGD, ENG_OPTIMIZER_SUM };
+
+/* Settings that contradict the policy, logged naming them. */
+static strata_status_t eng_policy_check(const eng_config_t *cfg,
+                                        const eng_policy_ops_t *ops)
+{
+    if (eng_config_int(cfg, ENG_CFG_OPTIMIZER) == ENG_OPTIMIZER_SUM &&
+        ops != &eng_policies[0]) {
+        eng_error("STRATA_OPTIMIZER=sum needs STRATA_POLICY=bsp: the sum "
+                  "workers receive is that of one clock of every worker, "
+                  "which %s does not wait for",
+                  ops->name);
+        return STRATA_ERR_CONFIG;
+    }
+    if (eng_config_int(cfg, ENG_CFG_GDTOPK) && !ops->regroups) {
+        eng_error("STRATA_GDTOPK=1 needs STRATA_POLICY=gssp (its ratios "
+                  "follow the speed rank of each group), not %s",
+                  ops->name);
+        return STRATA_ERR_CONFIG;
+    }
+    return STRATA_OK;
+}
 
 strata_status_t eng_policy_create(const eng_config_t *cfg, uint32_t nworkers,
                                   eng_policy_t **policy_out)
@@ -61,19 +130,12 @@ strata_status_t eng_policy_create(const eng_config_t *cfg, uint32_t nworkers,
         if (strcmp(eng_policies[i].name, name) == 0)
             ops = &eng_policies[i];
     if (!ops) {
-        eng_error("STRATA_POLICY=%s is not available in this build (choose "
-                  "bsp, ssp or asp)",
-                  name);
+        eng_error("STRATA_POLICY=%s is not available in this build", name);
         return STRATA_ERR_CONFIG;
     }
-    int sum_only = eng_config_int(cfg, ENG_CFG_OPTIMIZER) == ENG_OPTIMIZER_SUM;
-    if (sum_only && ops != &eng_policies[0]) {
-        eng_error("STRATA_OPTIMIZER=sum needs STRATA_POLICY=bsp: the sum "
-                  "workers receive is that of one clock of every worker, "
-                  "which %s does not wait for",
-                  name);
-        return STRATA_ERR_CONFIG;
-    }
+    strata_status_t st = eng_policy_check(cfg, ops);
+    if (st != STRATA_OK)
+        return st;
     eng_policy_t *p = eng_calloc(1, sizeof(*p));
     if (p)
         p->group_of = eng_calloc(nworkers ? nworkers : 1, sizeof(uint32_t));
@@ -85,8 +147,10 @@ strata_status_t eng_policy_create(const eng_config_t *cfg, uint32_t nworkers,
     }
     p->ops = ops;
     p->nworkers = nworkers;
-    p->sum_only = sum_only;
-    strata_status_t st = ops->setup(p, cfg);
+    p->sum_only = eng_config_int(cfg, ENG_CFG_OPTIMIZER) == ENG_OPTIMIZER_SUM;
+    /* STRATA_STALENESS_LR's choices are none|inverse. */
+    p->inverse_lr = eng_config_int(cfg, ENG_CFG_STALENESS_LR) == 1;
+    st = ops->setup(p, cfg);
     if (st != STRATA_OK) {
         eng_policy_free(p);
         return st;
@@ -111,7 +175,19 @@ uint32_t eng_policy_group_size(const eng_policy_t *p, uint32_t group)
     return n;
 }
 
-double eng_policy_grad_scale(const eng_policy_t *p)
+double eng_policy_scale(const eng_policy_t *p, uint32_t group_size, size_t n,
+                        uint64_t weight, uint64_t staleness)
 {
-    return p->sum_only ? 1.0 : 1.0 / (double)p->nworkers;
+    if (p->ops->rounds) {
+        double d = p->weight_by_steps ? (double)weight : (double)n;
+        return d > 0 ? p->global_lr / d : 0;
+    }
+    if (p->sum_only)
+        return 1.0;
+    double s =
+        1.0 / (double)(p->scale_by_group && group_size > 0 ? group_size
+                                                           : p->nworkers);
+    if (p->inverse_lr && staleness > 1)
+        s /= (double)staleness;
+    return s;
 }

@@ -1,7 +1,9 @@
-/* The aggregator's update rules: SGD on the model, or the plain sum. */
+/* The aggregator's update rules: SGD on the model, the plain sum, or the mean
+ * of model deltas; over dense and sparse sources. */
 #include "engine/update.h"
 
 #include <stdbool.h>
+#include <string.h>
 
 #include "engine/log.h"
 
@@ -24,6 +26,38 @@ strata_status_t eng_reduce_many(strata_reduce_pool_t *pool,
     return st;
 }
 
+/* The dense sources of a call, gathered into u->dense; how many. */
+static size_t eng_dense_of(const eng_update_t *u, const eng_src_t *srcs,
+                           size_t nsrc)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < nsrc; i++)
+        if (srcs[i].nsparse == ENG_SRC_DENSE)
+            u->dense[n++] = srcs[i].p;
+    return n;
+}
+
+/* dst (=, or += when acc) scale * the sum of every source: dense ones
+ * reduced in one pass, sparse ones (fp32 only) scatter-added. */
+static strata_status_t eng_sum_into(const eng_update_t *u, strata_dtype_t dtype,
+                                    void *dst, const eng_src_t *srcs,
+                                    size_t nsrc, size_t count, double scale,
+                                    int acc)
+{
+    size_t ndense = eng_dense_of(u, srcs, nsrc);
+    strata_status_t st = STRATA_OK;
+    if (ndense > 0)
+        st = eng_reduce_many(u->pool, dtype, dst, u->dense, ndense, count,
+                             scale, acc);
+    else if (!acc)
+        memset(dst, 0, count * strata_dtype_size(dtype));
+    for (size_t i = 0; st == STRATA_OK && i < nsrc; i++)
+        if (srcs[i].nsparse != ENG_SRC_DENSE)
+            st = strata_sparse_scatter_add(dst, count, srcs[i].p,
+                                           srcs[i].nsparse, (float)scale);
+    return st;
+}
+
 static strata_status_t eng_sgd_check(const eng_update_t *u,
                                      strata_dtype_t dtype, const char *tensor)
 {
@@ -42,27 +76,29 @@ static strata_status_t eng_sgd_check(const eng_update_t *u,
 
 static strata_status_t eng_sgd_apply(const eng_update_t *u,
                                      strata_dtype_t dtype, void *out,
-                                     float *momentum, const void *const *srcs,
-                                     size_t nsrc, size_t count)
+                                     float *momentum, const eng_src_t *srcs,
+                                     size_t nsrc, size_t count, double scale)
 {
     if (u->momentum == 0 && u->weight_decay == 0)
-        return eng_reduce_many(u->pool, dtype, out, srcs, nsrc, count,
-                               -u->lr * u->scale, 1);
+        return eng_sum_into(u, dtype, out, srcs, nsrc, count, -u->lr * scale,
+                            1);
     strata_sgd_t sgd = {.lr = (float)u->lr,
                         .momentum = (float)u->momentum,
                         .weight_decay = (float)u->weight_decay,
-                        .grad_scale = (float)u->scale};
-    if (nsrc <= STRATA_REDUCE_MAX_SOURCES) /* sum and step in one pass */
+                        .grad_scale = (float)scale};
+    size_t ndense = eng_dense_of(u, srcs, nsrc);
+    if (ndense == nsrc && nsrc <= STRATA_REDUCE_MAX_SOURCES)
+        /* sum and step in one pass */
         return strata_sgd_update_sum_mt(u->pool, &sgd, dtype, out, momentum,
-                                        srcs, nsrc, count);
+                                        u->dense, nsrc, count);
     strata_status_t st =
-        eng_reduce_many(u->pool, dtype, u->scratch, srcs, nsrc, count, 1.0, 0);
+        eng_sum_into(u, dtype, u->scratch, srcs, nsrc, count, 1.0, 0);
     if (st != STRATA_OK)
         return st;
     return strata_sgd_update(&sgd, dtype, out, momentum, u->scratch, count);
 }
 
-static strata_status_t eng_sum_check(const eng_update_t *u,
+static strata_status_t eng_any_check(const eng_update_t *u,
                                      strata_dtype_t dtype, const char *tensor)
 {
     (void)u, (void)dtype, (void)tensor;
@@ -71,27 +107,52 @@ static strata_status_t eng_sum_check(const eng_update_t *u,
 
 static strata_status_t eng_sum_apply(const eng_update_t *u,
                                      strata_dtype_t dtype, void *out,
-                                     float *momentum, const void *const *srcs,
-                                     size_t nsrc, size_t count)
+                                     float *momentum, const eng_src_t *srcs,
+                                     size_t nsrc, size_t count, double scale)
 {
     (void)momentum;
-    return eng_reduce_many(u->pool, dtype, out, srcs, nsrc, count, u->scale, 0);
+    return eng_sum_into(u, dtype, out, srcs, nsrc, count, scale, 0);
+}
+
+static strata_status_t eng_delta_check(const eng_update_t *u,
+                                       strata_dtype_t dtype, const char *tensor)
+{
+    (void)u;
+    if (dtype == STRATA_FP32 || dtype == STRATA_FP64)
+        return STRATA_OK;
+    eng_error("tensor '%s' is %s: model deltas are averaged on fp32 and fp64 "
+              "models only",
+              tensor, strata_dtype_name(dtype));
+    return STRATA_ERR_UNSUPPORTED;
+}
+
+static strata_status_t eng_delta_apply(const eng_update_t *u,
+                                       strata_dtype_t dtype, void *out,
+                                       float *momentum, const eng_src_t *srcs,
+                                       size_t nsrc, size_t count, double scale)
+{
+    (void)momentum;
+    return eng_sum_into(u, dtype, out, srcs, nsrc, count, scale, 1);
 }
 
 static const eng_update_ops_t eng_update_sgd = {"sgd", eng_sgd_check, 1,
                                                 eng_sgd_apply};
-static const eng_update_ops_t eng_update_sum = {"sum", eng_sum_check, 0,
+static const eng_update_ops_t eng_update_sum = {"sum", eng_any_check, 0,
                                                 eng_sum_apply};
+static const eng_update_ops_t eng_update_delta = {"delta", eng_delta_check, 0,
+                                                  eng_delta_apply};
 
-void eng_update_init(eng_update_t *u, const eng_config_t *cfg, double scale)
+void eng_update_init(eng_update_t *u, const eng_config_t *cfg, int rounds,
+                     const void **dense)
 {
     /* STRATA_OPTIMIZER's choices are sgd|sum. */
     bool sum = eng_config_int(cfg, ENG_CFG_OPTIMIZER) == 1;
     *u = (eng_update_t){
-        .ops = sum ? &eng_update_sum : &eng_update_sgd,
+        .ops = rounds ? &eng_update_delta
+                      : (sum ? &eng_update_sum : &eng_update_sgd),
         .lr = eng_config_double(cfg, ENG_CFG_LR),
         .momentum = eng_config_double(cfg, ENG_CFG_MOMENTUM),
         .weight_decay = eng_config_double(cfg, ENG_CFG_WEIGHT_DECAY),
-        .scale = scale,
+        .dense = dense,
     };
 }

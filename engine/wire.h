@@ -31,7 +31,19 @@
     X(PARAMS, 11)     /* worker -> aggregator: parameter buffers, a chunk */   \
     X(PARAMS_END, 12) /* worker -> aggregator: all parameter buffers sent */   \
     X(LEAVE, 13)      /* worker -> aggregator: finalizing */                   \
-    X(LEFT, 14)       /* aggregator -> worker: LEAVE taken, close now */
+    X(LEFT, 14)       /* aggregator -> worker: LEAVE taken, close now */       \
+    X(EPOCH, 15)      /* worker -> coordinator: epoch end, iteration time */   \
+    X(RANK, 16)       /* coordinator -> worker: its group's speed rank */      \
+    X(FREEZE, 17)     /* coordinator -> worker: a regroup is coming */         \
+    X(FROZEN, 18)     /* worker -> coordinator: first clock not pushed */      \
+    X(PLAN, 19)       /* coordinator -> aggregator: moves, a chunk */          \
+    X(PLAN_END, 20)   /* coordinator -> aggregator: the plan is complete */    \
+    X(PLANNED, 21)    /* aggregator -> coordinator: plan installed */          \
+    X(GO, 22)         /* coordinator -> worker: regrouped, push on */          \
+    X(QUERY, 23)      /* worker -> coordinator: ESync state query */           \
+    X(ANSWER, 24)     /* coordinator -> worker: READY or NOT_READY */          \
+    X(ROUND, 25)      /* worker -> aggregator: local steps of a round */       \
+    X(DROP, 26)       /* coordinator -> aggregator: a worker was dropped */
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

@@ -1,0 +1,231 @@
+/*
+ * When the aggregator reduces, and what pulls it then serves.
+ *
+ * Synchronous groups (bsp, ssp, asp, gssp with intra 0, esync, fedavg): group
+ * g's next clock c on a partition is complete once every member of (g, c) —
+ * the workers whose membership segment maps one of their pushes to g's clock
+ * c (engine/members.h) — has landed that push, or was dropped without it.
+ * Their slots are reduced in one pass, the update applied with the policy's
+ * scale, and the tracker advances the group.
+ *
+ * Apply on arrival (gssp with intra > 0): each worker's next push is applied
+ * alone as soon as it lands, and the tracker advances the worker.
+ *
+ * Regrouping: a worker's move into its next segment is made on a partition's
+ * tracker once its last push of the previous segment is applied there, and
+ * its pushes of the new segment wait for that move; the new group cannot
+ * complete the joining clock without it, so nothing is lost or applied
+ * twice whichever partition gets there first.
+ */
+#include <string.h>
+
+#include "engine/aggregator.h"
+#include "engine/log.h"
+
+/* The source of worker w's push of worker clock wc. */
+static eng_src_t eng_src_of(const eng_agg_t *a, const eng_apart_t *ap,
+                            uint32_t w, int64_t wc)
+{
+    return (eng_src_t){.p = eng_slot(a, a->links[w], ap, wc),
+                       .nsparse = ap->nsparse[2 * w + (uint32_t)(wc & 1)]};
+}
+
+/* The local steps behind worker w's deltas of clock wc; 0 until its ROUND
+ * message has come (it precedes the writes on the connection). */
+static uint32_t eng_steps_of(const eng_agg_t *a, uint32_t w, int64_t wc)
+{
+    const eng_wlink_t *l = a->links[w];
+    return l->round_clock[wc & 1] == wc ? l->round_steps[wc & 1] : 0;
+}
+
+typedef struct eng_unit {
+    int64_t clock;  /* the group's (or, on arrival, the worker's) clock */
+    size_t n;       /* sources in a->srcs */
+    uint32_t size;  /* members of (g, clock), dropped or not */
+    uint64_t steps; /* total local steps of the sources */
+} eng_unit_t;
+
+/* Group g's next clock on the partition, if every live member landed it. */
+static bool eng_group_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
+                            eng_unit_t *u)
+{
+    eng_agg_t *a = ctx->agg;
+    bool by_steps = ctx->policy->ops->rounds && ctx->policy->weight_by_steps;
+    int64_t c = eng_tracker_group_clock(ap->tracker, g);
+    if (c == ENG_TRACKER_INF) /* every member was dropped */
+        return false;
+    *u = (eng_unit_t){.clock = c};
+    uint32_t nmem;
+    const uint32_t *mem = eng_members_of(a->members, g, &nmem);
+    for (uint32_t k = 0; k < nmem; k++) {
+        uint32_t w = mem[k], seg;
+        int64_t wc;
+        if (!eng_members_at(a->members, w, g, c, &seg, &wc))
+            continue;
+        u->size++;
+        bool landed = ap->arrived[w] >= wc;
+        if (a->dropped[w] && !landed)
+            continue;
+        uint32_t steps = by_steps ? eng_steps_of(a, w, wc) : 0;
+        if (!landed || (ap->seg_at[w] < seg && !a->dropped[w]) ||
+            (by_steps && steps == 0))
+            return false;
+        a->srcs[u->n++] = eng_src_of(a, ap, w, wc);
+        u->steps += steps;
+    }
+    return u->n > 0;
+}
+
+/* Worker w's next push, if it landed and belongs to the segment its tracker
+ * move has reached (apply on arrival). */
+static bool eng_worker_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t w,
+                             eng_unit_t *u)
+{
+    eng_agg_t *a = ctx->agg;
+    if (a->dropped[w])
+        return false;
+    uint32_t i = ap->seg_at[w];
+    const eng_segment_t *s = eng_members_segment(a->members, w, i);
+    int64_t tc = eng_tracker_worker_clock(ap->tracker, w);
+    int64_t wc = tc - s->offset;
+    if (ap->arrived[w] < wc ||
+        (i + 1 < eng_members_nsegments(a->members, w) &&
+         wc >= eng_members_segment(a->members, w, i + 1)->start))
+        return false;
+    *u = (eng_unit_t){.clock = tc, .n = 1, .size = 1};
+    a->srcs[0] = eng_src_of(a, ap, w, wc);
+    if (ctx->policy->scale_by_group) {
+        uint32_t nmem, seg;
+        int64_t other;
+        const uint32_t *mem = eng_members_of(a->members, s->group, &nmem);
+        u->size = 0;
+        for (uint32_t k = 0; k < nmem; k++)
+            u->size +=
+                eng_members_at(a->members, mem[k], s->group, tc, &seg, &other);
+    }
+    return true;
+}
+
+/* Reduce the unit's sources into the partition and advance the tracker: the
+ * group g, or with `worker` >= 0 that worker alone. */
+static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
+                            int64_t worker, const eng_unit_t *u)
+{
+    eng_agg_t *a = ctx->agg;
+    void *out = (char *)a->out + ap->part->shard_off;
+    uint64_t staleness = 0;
+    strata_status_t st =
+        worker >= 0
+            ? eng_tracker_record_update(ap->tracker, (uint32_t)worker, NULL,
+                                        &staleness)
+            : eng_tracker_record_group_update(ap->tracker, g, NULL, &staleness);
+    double scale =
+        eng_policy_scale(ctx->policy, u->size, u->n, u->steps, staleness);
+    uint64_t t0 = eng_now_ns();
+    if (st == STRATA_OK)
+        st = a->upd.ops->apply(&a->upd, ap->part->dtype, out, ap->momentum,
+                               a->srcs, u->n, ap->part->count, scale);
+    uint64_t t1 = eng_now_ns();
+    if (st == STRATA_OK)
+        st = worker >= 0
+                 ? eng_tracker_advance_worker(ap->tracker, (uint32_t)worker,
+                                              u->clock + 1)
+                 : eng_tracker_advance_group(ap->tracker, g, u->clock + 1);
+    if (st != STRATA_OK) {
+        eng_fail(ctx, st,
+                 "updating partition %u for group %u at clock %lld "
+                 "failed: %s",
+                 ap->index, g, (long long)u->clock, strata_strerror(st));
+        return;
+    }
+    int64_t gc = eng_tracker_group_clock(ap->tracker, g);
+    if (gc != ENG_TRACKER_INF)
+        atomic_store_explicit(&ap->done[g], gc, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->cnt.reductions, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->cnt.reduce_ns, t1 - t0,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->cnt.updates, 1, memory_order_relaxed);
+}
+
+strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap)
+{
+    eng_agg_t *a = ctx->agg;
+    for (uint32_t w = 0; ap->moves > 0 && w < (uint32_t)ctx->nworkers; w++) {
+        uint32_t nseg = eng_members_nsegments(a->members, w);
+        while (ap->seg_at[w] + 1 < nseg) {
+            const eng_segment_t *cur =
+                eng_members_segment(a->members, w, ap->seg_at[w]);
+            const eng_segment_t *next =
+                eng_members_segment(a->members, w, ap->seg_at[w] + 1);
+            if (!a->dropped[w] && eng_tracker_worker_clock(ap->tracker, w) <
+                                      next->start + cur->offset)
+                break; /* its last push of cur is not applied yet */
+            if (!a->dropped[w]) {
+                strata_status_t st = eng_tracker_move_worker(
+                    ap->tracker, w, next->group, next->start + next->offset);
+                if (st != STRATA_OK)
+                    return st;
+            }
+            if (++ap->seg_at[w] + 1 == nseg)
+                ap->moves--;
+        }
+    }
+    return STRATA_OK;
+}
+
+/* One pass over the groups (or workers); whether anything was applied. */
+static bool eng_reduce_pass(strata_ctx_t *ctx, uint32_t i)
+{
+    eng_agg_t *a = ctx->agg;
+    eng_apart_t *ap = &a->parts[i];
+    const eng_policy_t *pol = ctx->policy;
+    bool on_arrival = pol->apply_on_arrival;
+    uint32_t n = on_arrival ? (uint32_t)ctx->nworkers : pol->ngroups;
+    bool progress = false;
+    for (uint32_t k = 0; k < n && !eng_fatal(ctx); k++) {
+        eng_unit_t u;
+        if (ap->inflight > 0 || !(on_arrival ? eng_worker_ready(ctx, ap, k, &u)
+                                             : eng_group_ready(ctx, ap, k, &u)))
+            continue;
+        uint32_t g = on_arrival ? eng_tracker_group_of(ap->tracker, k) : k;
+        eng_reduce_unit(ctx, ap, g, on_arrival ? (int64_t)k : -1, &u);
+        strata_status_t st = ap->moves ? eng_agg_moves(ctx, ap) : STRATA_OK;
+        if (st != STRATA_OK)
+            eng_fail(ctx, st, "regrouping on partition %u failed: %s",
+                     ap->index, strata_strerror(st));
+        eng_serve(ctx, i);
+        progress = true;
+    }
+    return progress;
+}
+
+void eng_try_reduce(strata_ctx_t *ctx, uint32_t i)
+{
+    eng_apart_t *ap = &ctx->agg->parts[i];
+    while (ap->inflight == 0 && ap->unserved == 0 && !eng_fatal(ctx) &&
+           eng_reduce_pass(ctx, i))
+        ;
+}
+
+bool eng_may_serve(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
+                   int64_t c)
+{
+    const eng_members_t *m = ctx->agg->members;
+    uint32_t i = eng_members_find(m, w, c - 1);
+    const eng_segment_t *s = eng_members_segment(m, w, i);
+    int64_t tc = c + s->offset;
+    if (ap->seg_at[w] < i)
+        return false; /* its move into that segment is not made here yet */
+    if (ap->seg_at[w] == i) /* and only with its own updates in it */
+        return eng_tracker_may_pull(ap->tracker, w, tc) &&
+               eng_tracker_worker_clock(ap->tracker, w) >= tc;
+    /* It moved on, so its pushes of segment i are all applied: the rule
+     * against the group it pushed them to. */
+    const eng_policy_t *p = ctx->policy;
+    int64_t gc = eng_tracker_group_clock(ap->tracker, s->group);
+    int64_t min = eng_tracker_min_clock(ap->tracker);
+    return (p->intra_staleness == ENG_TRACKER_INF ||
+            gc >= tc - p->intra_staleness) &&
+           (p->inter_staleness == ENG_TRACKER_INF ||
+            min >= tc - p->inter_staleness);
+}

@@ -1,0 +1,110 @@
+/*
+ * The aggregator's state, shared by its two files (private to them):
+ *   aggregator.c  joining, the shard, arrivals, model writes, messages,
+ *                 drops, finalizing, metrics
+ *   agg_reduce.c  when a group's clock (or, applied on arrival, a worker's
+ *                 push) is complete, the reduction and update, the tracker's
+ *                 advance, regrouping moves, and which pulls may be served
+ */
+#ifndef STRATA_ENGINE_AGGREGATOR_H
+#define STRATA_ENGINE_AGGREGATOR_H
+
+#include "engine/engine.h"
+#include "engine/layout_wire.h"
+#include "engine/members.h"
+#include "engine/tracker.h"
+#include "engine/update.h"
+
+typedef struct eng_apart {
+    const eng_partition_t *part;
+    uint32_t index; /* in the model */
+    eng_tracker_t *tracker;
+    uint32_t inflight; /* model writes out of it not completed */
+    bool initialized;
+    uint32_t unserved;     /* live workers not yet given the initial model */
+    int64_t *arrived;      /* [nworkers]: last clock landed, -1 */
+    int64_t *want;         /* [nworkers]: newest clock asked for, -1 */
+    int64_t *served;       /* [nworkers]: newest clock written, -1 */
+    uint32_t *nsparse;     /* [nworkers * 2]: per clock parity, the entries
+                              of a sparse push, or ENG_SRC_DENSE */
+    uint32_t *seg_at;      /* [nworkers]: the membership segment the
+                              tracker has each worker in */
+    uint32_t moves;        /* workers whose tracker move is still due */
+    _Atomic int64_t *done; /* [ngroups]: clocks completed, for metrics
+                              (the tracker forgets groups that left) */
+    float *momentum;
+} eng_apart_t;
+
+typedef struct eng_dst {
+    tp_rdesc_t d;
+    uint64_t off;
+} eng_dst_t;
+
+typedef struct eng_send_item {
+    uint32_t part; /* in the shard */
+    int64_t clock;
+} eng_send_item_t;
+
+typedef struct eng_wlink {
+    eng_peer_t peer;
+    struct eng_wlink *next; /* every accepted connection */
+    int widx;
+    void *slots;
+    tp_mr_t *slots_mr;
+    eng_dst_t *dst; /* [shard pieces] */
+    uint32_t ndst;
+    bool params_ready, left, slots_sent;
+    eng_send_item_t *q;
+    uint32_t qcap, qhead, qlen, qpiece;
+    int64_t round_clock[2]; /* ROUND: the clock of each parity, -1 */
+    uint32_t round_steps[2];
+} eng_wlink_t;
+
+struct eng_agg {
+    eng_layout_rx_t lrx;
+    eng_layout_t *layout;
+    uint32_t shard, nparts, npieces;
+    eng_apart_t *parts;
+    int32_t *piece_local; /* [model pieces]: index in the shard, -1 */
+    void *out;
+    tp_mr_t *out_mr[ENG_NPROV];
+    eng_update_t upd;
+    eng_wlink_t **links;   /* [nworkers], after JOIN */
+    eng_wlink_t *accepted; /* every connection, identified or not */
+    _Atomic bool parts_ready;
+    int njoined, ngone; /* gone: left or dropped */
+    uint32_t ninit;
+    eng_members_t *members;
+    bool *dropped;       /* [nworkers] */
+    eng_src_t *srcs;     /* [nworkers]: a reduction's sources */
+    const void **dense;  /* [nworkers]: the update's dense sources */
+    uint32_t plan_gen;   /* regrouping: the plan being received */
+    uint32_t plan_moves; /* ... and its moves so far */
+    strata_request_t *finish_req;
+    uint32_t sends_pending;
+    bool leaving, bye_sent;
+    _Atomic uint64_t regroups, dropped_workers; /* metrics */
+};
+
+/* ---- agg_reduce.c ---- */
+
+/* Apply every group clock (or push, applied on arrival) of the partition
+ * that is complete, unless model writes are still reading it or a worker
+ * has not had the initial model yet; serve what that allows. */
+void eng_try_reduce(strata_ctx_t *ctx, uint32_t i);
+/* Whether worker w may be written the partition's model for its clock c
+ * (the push of clock c - 1 asked for it). */
+bool eng_may_serve(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
+                   int64_t c);
+/* Tracker moves a regroup made due on the partition. */
+strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap);
+
+/* ---- aggregator.c ---- */
+
+/* Serve partition i to every worker whose pull it now allows. */
+void eng_serve(strata_ctx_t *ctx, uint32_t i);
+/* Where worker l's push of `clock` for the partition lands. */
+void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
+               int64_t clock);
+
+#endif /* STRATA_ENGINE_AGGREGATOR_H */

@@ -1,0 +1,197 @@
+/* Group membership over time: segments of each worker's pushes. */
+#include "engine/members.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#include "engine/alloc.h"
+#include "engine/log.h"
+
+typedef struct eng_history {
+    eng_segment_t *seg;
+    uint32_t n, cap;
+} eng_history_t;
+
+struct eng_members {
+    uint32_t workers, groups;
+    eng_history_t *hist; /* [workers] */
+    uint32_t **ever;     /* [groups][workers]: workers ever in the group */
+    uint32_t *never;     /* [groups] */
+    uint8_t *ever_bits;  /* [groups * workers]: listed in ever[g] */
+};
+
+static void eng_members_note(eng_members_t *m, uint32_t w, uint32_t g)
+{
+    uint8_t *bit = &m->ever_bits[(size_t)g * m->workers + w];
+    if (*bit)
+        return;
+    *bit = 1;
+    uint32_t *list = m->ever[g];
+    uint32_t i = m->never[g]++;
+    for (; i > 0 && list[i - 1] > w; i--) /* kept sorted */
+        list[i] = list[i - 1];
+    list[i] = w;
+}
+
+static strata_status_t eng_history_push(eng_history_t *h, eng_segment_t s)
+{
+    if (h->n == h->cap) {
+        uint32_t cap = h->cap ? 2 * h->cap : 2;
+        eng_segment_t *seg = eng_realloc(h->seg, sizeof(*seg) * cap);
+        if (!seg)
+            return STRATA_ERR_NOMEM;
+        h->seg = seg;
+        h->cap = cap;
+    }
+    h->seg[h->n++] = s;
+    return STRATA_OK;
+}
+
+strata_status_t eng_members_create(uint32_t workers, uint32_t groups,
+                                   const uint32_t *group_of,
+                                   eng_members_t **members_out)
+{
+    for (uint32_t w = 0; w < workers; w++)
+        if (group_of[w] >= groups) {
+            eng_error("members: worker %" PRIu32 " is in group %" PRIu32
+                      " of %" PRIu32,
+                      w, group_of[w], groups);
+            return STRATA_ERR_INVALID;
+        }
+    eng_members_t *m = eng_calloc(1, sizeof(*m));
+    if (!m)
+        goto nomem;
+    m->workers = workers;
+    m->groups = groups;
+    m->hist = eng_calloc(workers ? workers : 1, sizeof(*m->hist));
+    m->ever = eng_calloc(groups, sizeof(*m->ever));
+    m->never = eng_calloc(groups, sizeof(*m->never));
+    m->ever_bits = eng_calloc((size_t)groups * workers + 1, 1);
+    if (!m->hist || !m->ever || !m->never || !m->ever_bits)
+        goto free_members;
+    for (uint32_t g = 0; g < groups; g++)
+        if (!(m->ever[g] = eng_malloc(sizeof(uint32_t) * (workers + 1))))
+            goto free_members;
+    for (uint32_t w = 0; w < workers; w++) {
+        eng_segment_t s = {.start = 0, .offset = 0, .group = group_of[w]};
+        if (eng_history_push(&m->hist[w], s) != STRATA_OK)
+            goto free_members;
+        eng_members_note(m, w, group_of[w]);
+    }
+    *members_out = m;
+    return STRATA_OK;
+free_members:
+    eng_members_destroy(m);
+nomem:
+    eng_error("members: out of memory for %" PRIu32 " workers and %" PRIu32
+              " groups",
+              workers, groups);
+    return STRATA_ERR_NOMEM;
+}
+
+void eng_members_destroy(eng_members_t *m)
+{
+    if (!m)
+        return;
+    for (uint32_t w = 0; m->hist && w < m->workers; w++)
+        eng_free(m->hist[w].seg);
+    for (uint32_t g = 0; m->ever && g < m->groups; g++)
+        eng_free(m->ever[g]);
+    eng_free(m->hist);
+    eng_free(m->ever);
+    eng_free(m->never);
+    eng_free(m->ever_bits);
+    eng_free(m);
+}
+
+strata_status_t eng_members_move(eng_members_t *m, uint32_t worker,
+                                 int64_t start, uint32_t group,
+                                 int64_t group_clock)
+{
+    if (worker >= m->workers || group >= m->groups || group_clock < 0) {
+        eng_error("members: cannot move worker %" PRIu32 " into group %" PRIu32
+                  " at clock %" PRId64 " (%" PRIu32 " workers, %" PRIu32
+                  " groups)",
+                  worker, group, group_clock, m->workers, m->groups);
+        return STRATA_ERR_INVALID;
+    }
+    eng_history_t *h = &m->hist[worker];
+    eng_segment_t *last = &h->seg[h->n - 1];
+    if (start < last->start) {
+        eng_error("members: worker %" PRIu32 " moves at its clock %" PRId64
+                  ", before its last move at %" PRId64,
+                  worker, start, last->start);
+        return STRATA_ERR_INVALID;
+    }
+    eng_segment_t s = {
+        .start = start, .offset = group_clock - start, .group = group};
+    if (eng_history_push(h, s) != STRATA_OK) {
+        eng_error("members: out of memory moving worker %" PRIu32, worker);
+        return STRATA_ERR_NOMEM;
+    }
+    eng_members_note(m, worker, group);
+    return STRATA_OK;
+}
+
+uint32_t eng_members_nsegments(const eng_members_t *m, uint32_t worker)
+{
+    return m->hist[worker].n;
+}
+
+const eng_segment_t *eng_members_segment(const eng_members_t *m,
+                                         uint32_t worker, uint32_t index)
+{
+    return &m->hist[worker].seg[index];
+}
+
+const eng_segment_t *eng_members_current(const eng_members_t *m,
+                                         uint32_t worker)
+{
+    const eng_history_t *h = &m->hist[worker];
+    return &h->seg[h->n - 1];
+}
+
+uint32_t eng_members_find(const eng_members_t *m, uint32_t worker,
+                          int64_t worker_clock)
+{
+    const eng_history_t *h = &m->hist[worker];
+    uint32_t i = h->n - 1;
+    while (i > 0 && h->seg[i].start > worker_clock)
+        i--;
+    return i;
+}
+
+bool eng_members_at(const eng_members_t *m, uint32_t worker, uint32_t group,
+                    int64_t group_clock, uint32_t *index_out,
+                    int64_t *worker_clock_out)
+{
+    const eng_history_t *h = &m->hist[worker];
+    for (uint32_t i = h->n; i-- > 0;) {
+        const eng_segment_t *s = &h->seg[i];
+        int64_t wc = group_clock - s->offset;
+        if (s->group != group || wc < s->start ||
+            (i + 1 < h->n && wc >= h->seg[i + 1].start))
+            continue;
+        *index_out = i;
+        *worker_clock_out = wc;
+        return true;
+    }
+    return false;
+}
+
+const uint32_t *eng_members_of(const eng_members_t *m, uint32_t group,
+                               uint32_t *count_out)
+{
+    *count_out = m->never[group];
+    return m->ever[group];
+}
+
+uint32_t eng_members_workers(const eng_members_t *m)
+{
+    return m->workers;
+}
+
+uint32_t eng_members_groups(const eng_members_t *m)
+{
+    return m->groups;
+}
