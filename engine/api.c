@@ -16,6 +16,7 @@ static void eng_ctx_free(strata_ctx_t *ctx)
     if (ctx->coord && eng_fatal(ctx) != STRATA_OK)
         eng_gate_wait(&ctx->flushed, 1, 1000);
     eng_loop_stop(ctx);
+    eng_rounds_free(ctx);
     eng_worker_free(ctx);
     eng_agg_free(ctx);
     eng_coord_free(ctx);
@@ -502,7 +503,7 @@ strata_status_t strata_commit(strata_ctx_t *ctx)
         return st;
     }
     ctx->api_pushed_at = pushed_at;
-    return STRATA_OK;
+    return ctx->policy->ops->rounds ? eng_rounds_create(ctx) : STRATA_OK;
 }
 
 /* ---- data ---- */
@@ -576,6 +577,12 @@ strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
     }
     if (st == STRATA_OK)
         st = strata_commit(ctx);
+    if (st == STRATA_OK && ctx->policy->ops->rounds && !ctx->api_in_round) {
+        eng_error("strata_push: STRATA_POLICY=%s workers train locally and "
+                  "call strata_round_ready and strata_round_sync",
+                  ctx->policy->ops->name);
+        st = STRATA_ERR_STATE;
+    }
     if (st != STRATA_OK)
         return st;
     strata_request_t *req = eng_req_get(ctx, ENG_REQ_PUSH);

@@ -6,7 +6,7 @@
  * (with each rank's metrics), and turns any rank's unannounced disconnect
  * into an ABORT of the whole job.
  */
-#include "engine/engine.h"
+#include "engine/coord.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,25 +20,6 @@
 #define ENG_HELLO_MAGIC 0x53545241u
 #define ENG_PROTO_VERSION 1
 
-typedef struct eng_member {
-    eng_peer_t peer;
-    struct eng_member *next; /* every accepted connection */
-    bool hello, bye;
-    int pid;
-    char host_id[ENG_HOST_ID_MAX];
-    eng_agg_info_t info;
-    eng_layout_rx_t layout;
-    bool layout_checked;
-    char *metrics; /* JSON from BYE */
-} eng_member_t;
-
-struct eng_coord {
-    eng_member_t *members;
-    eng_member_t **by_rank; /* [size], after HELLO */
-    int nhello, nbye, nlayouts;
-    bool layout_sent;
-};
-
 strata_status_t eng_coord_create(strata_ctx_t *ctx)
 {
     eng_coord_t *c = eng_calloc(1, sizeof(*c));
@@ -50,10 +31,10 @@ strata_status_t eng_coord_create(strata_ctx_t *ctx)
         return STRATA_ERR_NOMEM;
     }
     ctx->coord = c;
-    return STRATA_OK;
+    return eng_coord_policy_create(ctx);
 }
 
-static const char *eng_member_str(const eng_member_t *m, char *buf, size_t len)
+const char *eng_member_str(const eng_member_t *m, char *buf, size_t len)
 {
     if (!m->hello)
         return eng_peer_str(&m->peer, buf, len);
@@ -68,6 +49,7 @@ void eng_coord_free(strata_ctx_t *ctx)
     eng_coord_t *c = ctx->coord;
     if (!c)
         return;
+    eng_coord_policy_free(ctx);
     for (eng_member_t *m = c->members, *next; m; m = next) {
         next = m->next;
         if (m->peer.ep)
@@ -300,6 +282,7 @@ static void eng_layout_accepted(strata_ctx_t *ctx)
     for (int r = ctx->naggs; r < ctx->size; r++)
         eng_send_layout_ok(ctx, c->by_rank[r]);
     c->layout_sent = true;
+    eng_coord_policy_start(ctx);
     eng_info("layout of %u tensors accepted from %d workers", ref->ntensors,
              ctx->nworkers);
 }
@@ -362,7 +345,8 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     m->bye = true;
     m->peer.left = true;
     m->metrics = json[0] ? eng_strdup(json) : NULL;
-    ctx->coord->nbye++;
+    if (!m->dropped) /* a dropped worker was counted then */
+        ctx->coord->nbye++;
 }
 
 void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
@@ -386,6 +370,9 @@ void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
     case ENG_MSG_BYE:
         eng_on_bye(ctx, m, r);
         break;
+    case ENG_MSG_QUERY:
+        eng_coord_on_query(ctx, m, r);
+        break;
     default:
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "%s sent an unexpected message %s (type %u)",
@@ -400,14 +387,16 @@ void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
     tp_ep_close(peer->ep);
     eng_backlog_drop(ctx, peer);
     peer->ep = NULL;
-    if (m->bye || !m->hello || eng_fatal(ctx))
+    if (m->bye || m->dropped || !m->hello || eng_fatal(ctx))
+        return;
+    const char *why = status == STRATA_OK ? "it closed the connection"
+                                          : strata_strerror(status);
+    if (eng_coord_drop_lost(ctx, m, why))
         return;
     char who[200];
     eng_fail(ctx, STRATA_ERR_PEER, "%s %s disconnected without finalizing: %s",
              m->peer.rank < ctx->naggs ? "aggregator" : "worker",
-             eng_member_str(m, who, sizeof(who)),
-             status == STRATA_OK ? "it closed the connection"
-                                 : strata_strerror(status));
+             eng_member_str(m, who, sizeof(who)), why);
 }
 
 /* ---- metrics ---- */

@@ -48,6 +48,7 @@ typedef struct eng_coord eng_coord_t;
 typedef struct eng_msg eng_msg_t;
 typedef struct eng_worker eng_worker_t;
 typedef struct eng_agg eng_agg_t;
+typedef struct eng_rounds eng_rounds_t;
 
 /* What an endpoint's context points to: which module owns it. */
 typedef enum eng_peer_kind {
@@ -74,6 +75,8 @@ typedef enum eng_cmd_type {
     ENG_CMD_ALLOC,
     ENG_CMD_FREE,
     ENG_CMD_FINALIZE,
+    ENG_CMD_QUERY, /* rounds: ask the State Server (no request) */
+    ENG_CMD_ROUND, /* rounds: local steps of a round, to the aggregators */
 } eng_cmd_type_t;
 
 typedef struct eng_cmd {
@@ -85,6 +88,15 @@ typedef struct eng_cmd {
             void **ptr_out;
         } alloc;
         void *free_ptr;
+        struct {
+            uint32_t seq, steps;
+            uint64_t round;
+            double step_s, rtt_s;
+        } query;
+        struct {
+            int64_t clock;
+            uint32_t steps;
+        } round;
     } u;
 } eng_cmd_t;
 
@@ -147,6 +159,7 @@ struct strata_ctx {
     eng_cmdq_t cmdq;
     _Atomic bool stop;
     uint64_t retry_at_ns; /* 0: no timer; else when eng_boot_retry runs */
+    uint64_t tick_at_ns;  /* 0: no timer; else when eng_coord_tick runs */
     struct {              /* eng_fail_soon */
         uint64_t at_ns;   /* 0: none pending */
         strata_status_t status;
@@ -172,6 +185,7 @@ struct strata_ctx {
     struct eng_roster *roster;
 
     eng_worker_t *worker;
+    eng_rounds_t *rounds; /* esync, fedavg workers, once committed */
     eng_agg_t *agg;
 
     /* what application threads wait on */
@@ -194,6 +208,7 @@ struct strata_ctx {
     int64_t api_clock;
     uint32_t api_npushed;
     int64_t *api_pushed_at; /* per tensor; non-NULL once committed */
+    bool api_in_round;      /* strata_round_sync pushes the deltas */
     _Atomic int64_t clock;
 };
 
@@ -290,6 +305,9 @@ void eng_coord_abort(strata_ctx_t *ctx, const char *reason);
 /* At the join deadline: fails the job naming the ranks that never said
  * HELLO, if any (true then). */
 bool eng_coord_missing(strata_ctx_t *ctx);
+/* Periodic work of the policies (dropping silent workers); re-arms
+ * tick_at_ns. */
+void eng_coord_tick(strata_ctx_t *ctx);
 /* Every rank said BYE. */
 bool eng_coord_done(const strata_ctx_t *ctx);
 /* Every rank's metrics (from their BYE) as one JSON file; after the
@@ -323,10 +341,26 @@ void eng_worker_on_write_done(strata_ctx_t *ctx, void *op_ctx,
 void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
                                 strata_status_t status);
 void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
+/* Tensor i's description and buffers. */
+const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
+                                           void **param, void **grad);
+/* Send a control message to every aggregator. */
+strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m);
 /* Retry posts that found a full queue; move finalizing on. */
 void eng_worker_flush(strata_ctx_t *ctx);
 /* The job failed: fail what waits. */
 void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status);
+
+/* ---- rounds.c (esync, fedavg workers) ---- */
+
+/* After the commit: the initial model is the first global one. */
+strata_status_t eng_rounds_create(strata_ctx_t *ctx);
+void eng_rounds_free(strata_ctx_t *ctx);
+/* Progress thread: ENG_CMD_QUERY and ENG_CMD_ROUND. */
+void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd);
+/* Progress thread: the State Server's ANSWER. */
+void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r);
+void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status);
 
 /* ---- aggregator.c ---- */
 

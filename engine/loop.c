@@ -379,6 +379,8 @@ static int eng_sleep_ms(const strata_ctx_t *ctx)
     uint64_t at = ctx->retry_at_ns;
     if (ctx->soon.at_ns && (!at || ctx->soon.at_ns < at))
         at = ctx->soon.at_ns;
+    if (ctx->tick_at_ns && (!at || ctx->tick_at_ns < at))
+        at = ctx->tick_at_ns;
     if (!at)
         return -1;
     uint64_t now = eng_now_ns();
@@ -417,6 +419,10 @@ static void *eng_loop_main(void *arg)
             ctx->retry_at_ns = 0;
             eng_boot_retry(ctx);
             busy = true;
+        }
+        if (ctx->tick_at_ns && eng_now_ns() >= ctx->tick_at_ns) {
+            ctx->tick_at_ns = 0;
+            eng_coord_tick(ctx);
         }
         if (!busy && eng_arm_all(ctx))
             eng_sleep(ctx);

@@ -169,6 +169,15 @@ uint32_t eng_worker_ntensors(const strata_ctx_t *ctx)
     return ctx->worker->ntensors;
 }
 
+const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
+                                           void **param, void **grad)
+{
+    const eng_wtensor_t *t = &ctx->worker->tensors[i];
+    *param = t->param;
+    *grad = t->grad;
+    return &t->desc;
+}
+
 /* ---- connecting ---- */
 
 strata_status_t eng_worker_connect(strata_ctx_t *ctx)
@@ -600,8 +609,20 @@ void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
         eng_commit_check(ctx);
         return;
     }
+    if (type == ENG_MSG_ANSWER && ctx->rounds) {
+        eng_rounds_on_answer(ctx, r);
+        return;
+    }
     eng_fail(ctx, STRATA_ERR_PROTO,
              "unexpected message %s from the coordinator", eng_msg_name(type));
+}
+
+strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m)
+{
+    strata_status_t st = STRATA_OK;
+    for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++)
+        st = eng_send(ctx, &ctx->worker->links[a].peer, m, NULL);
+    return st;
 }
 
 /* ---- pushing ---- */
@@ -784,6 +805,11 @@ void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
     eng_worker_t *w = ctx->worker;
     strata_request_t *req = cmd->req;
     strata_status_t st = eng_fatal(ctx);
+    if (cmd->type == ENG_CMD_QUERY || cmd->type == ENG_CMD_ROUND) {
+        if (st == STRATA_OK)
+            eng_rounds_cmd(ctx, cmd);
+        return;
+    }
     if (st != STRATA_OK && cmd->type != ENG_CMD_FINALIZE &&
         cmd->type != ENG_CMD_FREE) {
         eng_req_complete(ctx, req, st);
@@ -811,6 +837,9 @@ void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
         w->finish_req = req;
         w->leaving = true;
         return;
+    case ENG_CMD_QUERY:
+    case ENG_CMD_ROUND:
+        return; /* taken above */
     }
     eng_req_complete(ctx, req, st);
 }
@@ -890,6 +919,8 @@ void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status)
 {
     eng_worker_t *w = ctx->worker;
     eng_gate_fail(&w->pull_gate, status);
+    if (ctx->rounds)
+        eng_rounds_fail(ctx, status);
     for (uint32_t i = 0; i < w->nparked; i++)
         eng_req_complete(ctx, w->parked[i], status);
     w->nparked = 0;

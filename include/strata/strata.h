@@ -102,6 +102,7 @@ const char *strata_version_string(void);
  * Every wait is bounded by STRATA_TIMEOUT_MS: a dead or silent peer turns into
  * STRATA_ERR_PEER or STRATA_ERR_TIMEOUT, never into a hang.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -206,6 +207,37 @@ strata_status_t strata_test(strata_request_t **req, int *done_out);
 /* One training step: push every gradient of the current clock, then wait
  * until the parameters hold the model for the next one. */
 strata_status_t strata_step(strata_ctx_t *ctx);
+
+/* ---- rounds of model deltas (STRATA_POLICY=esync or fedavg) ----
+ *
+ * Workers train locally (their own optimizer on their parameter buffers)
+ * and, at the end of a round, average their models:
+ *
+ *   loop { local step (time it); strata_round_ready(ctx, seconds, &ready);
+ *          if (ready) strata_round_sync(ctx); }
+ *
+ * strata_round_ready: call after every local step with its duration in
+ * seconds (> 0). *ready_out is true when the round ends after this step.
+ * fedavg: after STRATA_FEDAVG_STEPS local steps. esync: when the State
+ * Server in the coordinator says so (the ESync paper's Algorithm 2, judged
+ * by the server's clock only: fast workers take more local steps, all end
+ * together); the query for a step is sent as it starts, so the answer
+ * usually waits on the worker's side. STRATA_ESYNC_NONBLOCKING=1 never
+ * waits: the round ends at the first step that ends after the server's
+ * READY arrived. Round 0 is the warm-up in which the server learns every
+ * worker's step time.
+ *
+ * strata_round_sync: push the delta w_local - w_global (into the gradient
+ * buffers, which it overwrites), wait until the aggregators applied
+ * w_global += STRATA_ESYNC_GLOBAL_LR * mean delta (equal weights, or by
+ * local steps with STRATA_ESYNC_WEIGHTING=steps) and the parameter buffers
+ * hold the new global model. fp32 and fp64 tensors. A worker that dies or
+ * falls silent for STRATA_TIMEOUT_MS is dropped from the job and the others
+ * go on without it; calls of a dropped worker return STRATA_ERR_PEER.
+ */
+strata_status_t strata_round_ready(strata_ctx_t *ctx, double step_seconds,
+                                   bool *ready_out);
+strata_status_t strata_round_sync(strata_ctx_t *ctx);
 
 /* ---- metrics ---- */
 

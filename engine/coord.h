@@ -1,0 +1,49 @@
+/*
+ * The coordinator's state, shared by its two files (private to them):
+ *   coord.c         admission, the layout check, leaving, metrics
+ *   coord_policy.c  the policies' part: the ESync State Server's queries,
+ *                   dropping workers that died or fell silent
+ */
+#ifndef STRATA_ENGINE_COORD_H
+#define STRATA_ENGINE_COORD_H
+
+#include "engine/engine.h"
+#include "engine/layout_wire.h"
+#include "engine/state_server.h"
+
+typedef struct eng_member {
+    eng_peer_t peer;
+    struct eng_member *next; /* every accepted connection */
+    bool hello, bye;
+    bool dropped; /* a worker the job goes on without (esync, fedavg) */
+    int pid;
+    char host_id[ENG_HOST_ID_MAX];
+    eng_agg_info_t info;
+    eng_layout_rx_t layout;
+    bool layout_checked;
+    char *metrics; /* JSON from BYE */
+} eng_member_t;
+
+struct eng_coord {
+    eng_member_t *members;
+    eng_member_t **by_rank; /* [size], after HELLO */
+    int nhello, nbye, nlayouts;
+    bool layout_sent;
+    eng_state_server_t *ss; /* esync */
+};
+
+/* "rank 5 (pid 123 on host)" */
+const char *eng_member_str(const eng_member_t *m, char *buf, size_t len);
+
+/* ---- coord_policy.c ---- */
+
+strata_status_t eng_coord_policy_create(strata_ctx_t *ctx);
+void eng_coord_policy_free(strata_ctx_t *ctx);
+/* Every worker committed: training starts (the State Server's round 0). */
+void eng_coord_policy_start(strata_ctx_t *ctx);
+/* A worker's QUERY to the State Server. */
+void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+/* Whether a lost member is dropped (the job goes on) rather than fatal. */
+bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why);
+
+#endif /* STRATA_ENGINE_COORD_H */

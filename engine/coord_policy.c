@@ -1,0 +1,151 @@
+/*
+ * The coordinator's part of the policies: the ESync State Server answers
+ * workers' queries (engine/state_server.h decides), and under esync and
+ * fedavg a worker that dies or falls silent is dropped, not fatal: every
+ * aggregator is told (DROP) to go on without it.
+ */
+#include <inttypes.h>
+
+#include "engine/coord.h"
+#include "engine/log.h"
+
+strata_status_t eng_coord_policy_create(strata_ctx_t *ctx)
+{
+    (void)ctx; /* the State Server starts with training */
+    return STRATA_OK;
+}
+
+void eng_coord_policy_free(strata_ctx_t *ctx)
+{
+    eng_ss_destroy(ctx->coord->ss);
+    ctx->coord->ss = NULL;
+}
+
+/* How often silent workers are looked for: often next to the timeout. */
+static uint64_t eng_tick_ns(const strata_ctx_t *ctx)
+{
+    uint64_t ns = (uint64_t)ctx->timeout_ms * 1000000u / 8;
+    return ns < 10000000u ? 10000000u : ns;
+}
+
+void eng_coord_policy_start(strata_ctx_t *ctx)
+{
+    if (!ctx->policy->ops->state_server || ctx->coord->ss)
+        return;
+    eng_ss_params_t p;
+    eng_ss_params_from_config(ctx->cfg, (uint32_t)ctx->nworkers, &p);
+    strata_status_t st = eng_ss_create(&p, &ctx->coord->ss);
+    if (st != STRATA_OK) {
+        eng_fail(ctx, st, "cannot start the State Server: %s",
+                 strata_strerror(st));
+        return;
+    }
+    ctx->tick_at_ns = eng_now_ns() + eng_tick_ns(ctx);
+}
+
+/* ---- dropping ---- */
+
+static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
+{
+    eng_coord_t *c = ctx->coord;
+    uint32_t w = (uint32_t)(m->peer.rank - ctx->naggs);
+    char who[200];
+    eng_warn("dropping worker %s: %s; the others go on without it",
+             eng_member_str(m, who, sizeof(who)), why);
+    m->dropped = true;
+    c->nbye++; /* it will not say BYE */
+    if (c->ss && eng_ss_is_live(c->ss, w))
+        eng_ss_drop(c->ss, w);
+    unsigned char buf[16];
+    eng_wbuf_t msg;
+    for (int a = 0; a < ctx->naggs; a++) {
+        eng_member_t *agg = c->by_rank[a];
+        eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_DROP);
+        eng_put_u32(&msg, w);
+        strata_status_t st = agg && agg->peer.ep
+                                 ? eng_send(ctx, &agg->peer, &msg, NULL)
+                                 : STRATA_OK;
+        if (st != STRATA_OK)
+            eng_fail(ctx, st, "cannot tell aggregator %d to drop worker %u: %s",
+                     a, w, strata_strerror(st));
+    }
+}
+
+bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why)
+{
+    if (!ctx->policy->ops->survives_loss || m->peer.rank < ctx->naggs ||
+        !ctx->coord->layout_sent)
+        return false;
+    eng_coord_drop(ctx, m, why);
+    return true;
+}
+
+void eng_coord_tick(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    if (!c || !c->ss || eng_fatal(ctx))
+        return;
+    eng_ss_expire(c->ss);
+    for (int r = ctx->naggs; r < ctx->size; r++) {
+        eng_member_t *m = c->by_rank[r];
+        if (m && !m->dropped && !m->bye &&
+            !eng_ss_is_live(c->ss, (uint32_t)(r - ctx->naggs)))
+            eng_coord_drop(ctx, m,
+                           "silent for longer than STRATA_TIMEOUT_MS plus "
+                           "its step");
+    }
+    ctx->tick_at_ns = eng_now_ns() + eng_tick_ns(ctx);
+}
+
+/* ---- the State Server ---- */
+
+static void eng_answer(strata_ctx_t *ctx, eng_member_t *m, uint32_t seq,
+                       uint64_t round, eng_ss_decision_t d, strata_status_t st,
+                       uint64_t echo)
+{
+    unsigned char buf[64];
+    eng_wbuf_t msg;
+    eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_ANSWER);
+    eng_put_u32(&msg, seq);
+    eng_put_u64(&msg, round);
+    eng_put_u8(&msg, (uint8_t)d);
+    eng_put_u16(&msg, (uint16_t)(int16_t)st);
+    eng_put_u64(&msg, echo);
+    strata_status_t sst = eng_send(ctx, &m->peer, &msg, NULL);
+    if (sst != STRATA_OK) {
+        char who[200];
+        eng_fail(ctx, sst, "cannot answer %s: %s",
+                 eng_member_str(m, who, sizeof(who)), strata_strerror(sst));
+    }
+}
+
+void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    eng_coord_t *c = ctx->coord;
+    eng_ss_query_t q = {.worker = (uint32_t)(m->peer.rank - ctx->naggs)};
+    uint32_t seq = eng_get_u32(r);
+    q.round = eng_get_u64(r);
+    q.steps = eng_get_u32(r);
+    q.step_seconds = eng_get_f64(r);
+    q.rtt_seconds = eng_get_f64(r);
+    uint64_t echo = eng_get_u64(r);
+    char who[200];
+    if (!eng_rbuf_ok(r) || !c->ss || m->peer.rank < ctx->naggs) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed QUERY from %s",
+                 eng_member_str(m, who, sizeof(who)));
+        return;
+    }
+    if (m->dropped) {
+        eng_answer(ctx, m, seq, q.round, ENG_SS_NOT_READY, STRATA_ERR_PEER,
+                   echo);
+        return;
+    }
+    eng_ss_decision_t d = ENG_SS_NOT_READY;
+    strata_status_t st = STRATA_OK;
+    /* A query sent just before another worker began the next round (non-
+     * blocking mode): moot, its sender is aggregating. */
+    if (q.round >= eng_ss_round(c->ss))
+        st = eng_ss_query(c->ss, &q, &d);
+    if (st != STRATA_OK || eng_ss_must_reply(c->ss, d))
+        eng_answer(ctx, m, seq, q.round, d, st, echo);
+}

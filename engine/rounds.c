@@ -1,0 +1,300 @@
+/*
+ * Rounds of model deltas on a worker (STRATA_POLICY=esync or fedavg): the
+ * public strata_round_ready / strata_round_sync, and the progress thread's
+ * part (queries to the State Server, its answers, ROUND to the aggregators).
+ *
+ * A round is one clock of the gradient path: the worker writes its delta
+ * w_local - w_global into its gradient buffers and pushes them; the
+ * aggregators' delta update (engine/update.c) applies lr_g times their mean
+ * to the global model and write it back into the parameter buffers.
+ *
+ * ESync queries are pipelined: the query for a local step is sent as the
+ * step starts (at the end of the previous strata_round_ready, or of
+ * strata_round_sync), so the server stamps the step's start with its own
+ * clock, and its answer, "aggregate after this step" or not, is read when
+ * the step has ended. Blocking mode waits for that answer; non-blocking
+ * mode (the server only sends READY) ends the round at the first step that
+ * ends after a READY arrived.
+ */
+#include <string.h>
+
+#include <strata/strata_agg.h>
+
+#include "engine/alloc.h"
+#include "engine/engine.h"
+#include "engine/log.h"
+#include "engine/state_server.h"
+
+struct eng_rounds {
+    /* application thread */
+    uint64_t round;     /* rounds completed */
+    uint32_t steps;     /* local steps in this round */
+    uint32_t fixed;     /* fedavg: steps per round; 0: the State Server */
+    bool nonblocking;   /* STRATA_ESYNC_NONBLOCKING */
+    bool by_steps;      /* STRATA_ESYNC_WEIGHTING=steps */
+    uint32_t seq;       /* queries sent */
+    bool pending;       /* blocking: the answer for the step in progress */
+    double last_step_s; /* duration of the latest local step */
+    void **global;      /* [ntensors]: the latest global model */
+    /* progress thread -> application thread */
+    eng_gate_t answered;         /* seq of the latest answer */
+    _Atomic int answer;          /* its decision, ENG_SS_* */
+    _Atomic int64_t ready_round; /* latest round READY came for, -1 */
+    _Atomic int64_t rtt_ns;      /* latest query round trip */
+};
+
+strata_status_t eng_rounds_create(strata_ctx_t *ctx)
+{
+    uint32_t nt = eng_worker_ntensors(ctx);
+    eng_rounds_t *r = eng_calloc(1, sizeof(*r));
+    if (r)
+        r->global = eng_calloc(nt, sizeof(void *));
+    for (uint32_t i = 0; r && r->global && i < nt; i++) {
+        void *param, *grad;
+        const eng_tensor_desc_t *d = eng_worker_tensor(ctx, i, &param, &grad);
+        if (d->dtype != STRATA_FP32 && d->dtype != STRATA_FP64) {
+            eng_error("tensor '%s' is %s: rounds of model deltas need fp32 "
+                      "or fp64 parameters",
+                      d->name, strata_dtype_name(d->dtype));
+            ctx->rounds = r;
+            eng_rounds_free(ctx);
+            return STRATA_ERR_UNSUPPORTED;
+        }
+        size_t bytes = d->count * strata_dtype_size(d->dtype);
+        if (!(r->global[i] = eng_malloc(bytes ? bytes : 1)))
+            break;
+        memcpy(r->global[i], param, bytes);
+    }
+    ctx->rounds = r;
+    if (!r || !r->global || (nt > 0 && !r->global[nt - 1])) {
+        eng_error("out of memory for the global model of the rounds");
+        eng_rounds_free(ctx);
+        return STRATA_ERR_NOMEM;
+    }
+    const eng_policy_t *p = ctx->policy;
+    r->fixed = p->ops->state_server ? 0 : p->round_steps;
+    r->nonblocking = eng_config_int(ctx->cfg, ENG_CFG_ESYNC_NONBLOCKING) != 0;
+    r->by_steps = p->weight_by_steps;
+    eng_gate_init(&r->answered, 0);
+    atomic_init(&r->answer, ENG_SS_NOT_READY);
+    atomic_init(&r->ready_round, -1);
+    atomic_init(&r->rtt_ns, 0);
+    return STRATA_OK;
+}
+
+void eng_rounds_free(strata_ctx_t *ctx)
+{
+    eng_rounds_t *r = ctx->rounds;
+    if (!r)
+        return;
+    for (uint32_t i = 0; r->global && i < eng_worker_ntensors(ctx); i++)
+        eng_free(r->global[i]);
+    eng_free(r->global);
+    eng_free(r);
+    ctx->rounds = NULL;
+}
+
+/* ---- progress thread ---- */
+
+void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
+{
+    unsigned char buf[64];
+    eng_wbuf_t m;
+    strata_status_t st;
+    if (cmd->type == ENG_CMD_QUERY) {
+        eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_QUERY);
+        eng_put_u32(&m, cmd->u.query.seq);
+        eng_put_u64(&m, cmd->u.query.round);
+        eng_put_u32(&m, cmd->u.query.steps);
+        eng_put_f64(&m, cmd->u.query.step_s);
+        eng_put_f64(&m, cmd->u.query.rtt_s);
+        eng_put_u64(&m, eng_now_ns()); /* echoed: the round trip */
+        st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
+    } else {
+        eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_ROUND);
+        eng_put_i64(&m, cmd->u.round.clock);
+        eng_put_u32(&m, cmd->u.round.steps);
+        st = eng_worker_send_aggs(ctx, &m);
+    }
+    if (st != STRATA_OK)
+        eng_fail(ctx, st, "cannot send %s: %s",
+                 cmd->type == ENG_CMD_QUERY ? "a query to the State Server"
+                                            : "ROUND to the aggregators",
+                 strata_strerror(st));
+}
+
+void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_rounds_t *ro = ctx->rounds;
+    uint32_t seq = eng_get_u32(r);
+    uint64_t round = eng_get_u64(r);
+    uint8_t decision = eng_get_u8(r);
+    strata_status_t st = (strata_status_t)(int16_t)eng_get_u16(r);
+    uint64_t sent_ns = eng_get_u64(r);
+    if (!eng_rbuf_ok(r) || decision > ENG_SS_READY) {
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "malformed ANSWER from the coordinator");
+        return;
+    }
+    if (st != STRATA_OK) {
+        eng_fail(ctx, st, "the State Server refused this worker's query: %s",
+                 strata_strerror(st));
+        return;
+    }
+    uint64_t now = eng_now_ns();
+    atomic_store(&ro->rtt_ns, now > sent_ns ? (int64_t)(now - sent_ns) : 0);
+    atomic_store(&ro->answer, decision);
+    if (decision == ENG_SS_READY)
+        atomic_store(&ro->ready_round, (int64_t)round);
+    eng_gate_raise(&ro->answered, seq);
+}
+
+void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status)
+{
+    eng_gate_fail(&ctx->rounds->answered, status);
+}
+
+/* ---- application thread ---- */
+
+static strata_status_t eng_rounds_need(strata_ctx_t *ctx, const char *fn)
+{
+    if (!ctx || ctx->role != STRATA_ROLE_WORKER) {
+        eng_error("%s is for workers", fn);
+        return ctx ? STRATA_ERR_STATE : STRATA_ERR_INVALID;
+    }
+    if (!ctx->policy->ops->rounds) {
+        eng_error("%s is for STRATA_POLICY=esync or fedavg; %s workers call "
+                  "strata_step",
+                  fn, ctx->policy->ops->name);
+        return STRATA_ERR_STATE;
+    }
+    if (!ctx->rounds) {
+        eng_error("%s: call strata_commit before the first local step (it "
+                  "writes the initial model into the parameters)",
+                  fn);
+        return STRATA_ERR_STATE;
+    }
+    return eng_fatal(ctx);
+}
+
+/* Ask the State Server about the step starting now. */
+static strata_status_t eng_rounds_query(strata_ctx_t *ctx)
+{
+    eng_rounds_t *r = ctx->rounds;
+    eng_cmd_t cmd = {.type = ENG_CMD_QUERY};
+    cmd.u.query.seq = ++r->seq;
+    cmd.u.query.round = r->round;
+    cmd.u.query.steps = r->steps;
+    cmd.u.query.step_s = r->last_step_s;
+    cmd.u.query.rtt_s =
+        r->nonblocking ? (double)atomic_load(&r->rtt_ns) / 1e9 : 0.0;
+    strata_status_t st = eng_cmd_submit(ctx, &cmd);
+    r->pending = st == STRATA_OK && !r->nonblocking;
+    return st;
+}
+
+/* Blocking mode: the answer for the step that just ended. */
+static strata_status_t eng_rounds_answer(strata_ctx_t *ctx, bool *ready)
+{
+    eng_rounds_t *r = ctx->rounds;
+    strata_status_t st = eng_gate_wait(&r->answered, r->seq, ctx->timeout_ms);
+    if (st == STRATA_ERR_TIMEOUT)
+        eng_error("strata_round_ready: the State Server did not answer "
+                  "within STRATA_TIMEOUT_MS=%d",
+                  ctx->timeout_ms);
+    r->pending = false;
+    *ready = st == STRATA_OK && atomic_load(&r->answer) == ENG_SS_READY &&
+             atomic_load(&r->ready_round) == (int64_t)r->round;
+    return st;
+}
+
+strata_status_t strata_round_ready(strata_ctx_t *ctx, double step_seconds,
+                                   bool *ready_out)
+{
+    strata_status_t st = eng_rounds_need(ctx, "strata_round_ready");
+    if (st != STRATA_OK)
+        return st;
+    if (!ready_out || !(step_seconds > 0) || step_seconds > 1e9) {
+        eng_error("strata_round_ready: step_seconds must be a positive "
+                  "duration (got %g) and ready_out not NULL",
+                  step_seconds);
+        return STRATA_ERR_INVALID;
+    }
+    eng_rounds_t *r = ctx->rounds;
+    r->steps++;
+    r->last_step_s = step_seconds;
+    bool ready = false;
+    if (r->fixed)
+        ready = r->steps >= r->fixed;
+    else if (r->nonblocking)
+        ready = atomic_load(&r->ready_round) == (int64_t)r->round;
+    else if (r->pending)
+        st = eng_rounds_answer(ctx, &ready);
+    if (st == STRATA_OK && !ready && !r->fixed)
+        st = eng_rounds_query(ctx); /* about the next step */
+    *ready_out = ready;
+    return st;
+}
+
+/* The delta, times the local steps when the mean is weighted by them, into
+ * the gradient buffers. */
+static void eng_rounds_delta(strata_ctx_t *ctx)
+{
+    eng_rounds_t *r = ctx->rounds;
+    double k = r->by_steps ? (double)r->steps : 1.0;
+    for (uint32_t i = 0; i < eng_worker_ntensors(ctx); i++) {
+        void *param, *grad;
+        const eng_tensor_desc_t *d = eng_worker_tensor(ctx, i, &param, &grad);
+        if (d->dtype == STRATA_FP32) {
+            const float *p = param, *g0 = r->global[i];
+            float *g = grad, kf = (float)k;
+            for (size_t j = 0; j < d->count; j++)
+                g[j] = (p[j] - g0[j]) * kf;
+        } else {
+            const double *p = param, *g0 = r->global[i];
+            double *g = grad;
+            for (size_t j = 0; j < d->count; j++)
+                g[j] = (p[j] - g0[j]) * k;
+        }
+    }
+}
+
+static void eng_rounds_keep_global(strata_ctx_t *ctx)
+{
+    for (uint32_t i = 0; i < eng_worker_ntensors(ctx); i++) {
+        void *param, *grad;
+        const eng_tensor_desc_t *d = eng_worker_tensor(ctx, i, &param, &grad);
+        memcpy(ctx->rounds->global[i], param,
+               d->count * strata_dtype_size(d->dtype));
+    }
+}
+
+strata_status_t strata_round_sync(strata_ctx_t *ctx)
+{
+    strata_status_t st = eng_rounds_need(ctx, "strata_round_sync");
+    if (st != STRATA_OK)
+        return st;
+    eng_rounds_t *r = ctx->rounds;
+    if (r->steps == 0) {
+        eng_error("strata_round_sync: no local step in round %llu",
+                  (unsigned long long)r->round);
+        return STRATA_ERR_STATE;
+    }
+    eng_rounds_delta(ctx);
+    eng_cmd_t cmd = {.type = ENG_CMD_ROUND};
+    cmd.u.round.clock = strata_clock(ctx);
+    cmd.u.round.steps = r->steps;
+    st = eng_cmd_submit(ctx, &cmd);
+    if (st == STRATA_OK) {
+        ctx->api_in_round = true;
+        st = strata_step(ctx);
+        ctx->api_in_round = false;
+    }
+    if (st != STRATA_OK)
+        return st;
+    eng_rounds_keep_global(ctx);
+    r->round++;
+    r->steps = 0;
+    r->pending = false;
+    return r->fixed ? STRATA_OK : eng_rounds_query(ctx);
+}

@@ -1,0 +1,216 @@
+/*
+ * One rank of an integer-exact job of rounds (STRATA_POLICY=esync or fedavg,
+ * run under strata-run or by hand). Aggregator ranks serve. Each worker's
+ * local step sets its parameters to the round's global model plus an integer
+ * delta that does not depend on how many local steps it takes, so after
+ * every strata_round_sync the new global model is known exactly:
+ *   --check distinct  worker w's delta is (w + 1)(r + 1) + j mod 3 in round
+ *                     r: the mean over W workers (W odd) is an integer
+ *   --check equal     every worker's delta is (r + 1) + j mod 3: the mean
+ *                     is that whoever takes part (a worker dropped or not,
+ *                     weighted by steps or not)
+ * Worker w sleeps (w + 1)^2 * --sleep-ms per local step, so under esync the
+ * fast ones take more local steps per round; each prints its step counts.
+ * --die-in N: the last worker kills itself in round N after a local step.
+ * --tolerance X: relative (absolute below 1), for deltas weighted by steps,
+ *               which are not exact.
+ * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <strata/strata.h>
+
+#define NT 3
+static const size_t sizes[NT] = {1000, 77, 5000};
+static const strata_dtype_t dtypes[NT] = {STRATA_FP32, STRATA_FP64,
+                                          STRATA_FP32};
+
+typedef struct opts {
+    int rounds, die_in, sleep_ms;
+    bool distinct;
+    double tol; /* relative: deltas weighted by steps are not exact */
+} opts_t;
+
+static void *param[NT], *grad[NT];
+static double *expect[NT]; /* the global model the test expects */
+
+static int fail_status(const char *what, strata_status_t st)
+{
+    fprintf(stderr, "rounds: %s: %s\n", what, strata_strerror(st));
+    return 3;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double delta(const opts_t *o, int w, int r, size_t j)
+{
+    return (o->distinct ? (w + 1) * (r + 1) : r + 1) + (double)(j % 3);
+}
+
+static double get(int t, size_t j)
+{
+    return dtypes[t] == STRATA_FP32 ? ((float *)param[t])[j]
+                                    : ((double *)param[t])[j];
+}
+
+static void set(int t, size_t j, double v)
+{
+    if (dtypes[t] == STRATA_FP32)
+        ((float *)param[t])[j] = (float)v;
+    else
+        ((double *)param[t])[j] = v;
+}
+
+static int setup(strata_ctx_t *ctx, int w)
+{
+    for (int t = 0; t < NT; t++) {
+        size_t n = sizes[t], es = dtypes[t] == STRATA_FP32 ? 4 : 8;
+        param[t] = malloc(n * es);
+        grad[t] = malloc(n * es);
+        expect[t] = malloc(n * sizeof(double));
+        if (!param[t] || !grad[t] || !expect[t])
+            return fail_status("allocating tensors", STRATA_ERR_NOMEM);
+        for (size_t j = 0; j < n; j++) {
+            expect[t][j] = (double)((int)((t * 31 + j) % 13) - 6);
+            set(t, j, w == 0 ? expect[t][j] : 999.0);
+        }
+        char name[32];
+        snprintf(name, sizeof(name), "layer%d", t);
+        strata_status_t st = strata_tensor_register(
+            ctx, name, param[t], grad[t], n, dtypes[t], NULL);
+        if (st != STRATA_OK)
+            return fail_status("registering", st);
+    }
+    strata_status_t st = strata_commit(ctx);
+    return st == STRATA_OK ? 0 : fail_status("commit", st);
+}
+
+static int check(const opts_t *o, int w, int r)
+{
+    for (int t = 0; t < NT; t++)
+        for (size_t j = 0; j < sizes[t]; j++)
+            if (fabs(get(t, j) - expect[t][j]) >
+                o->tol * fmax(1.0, fabs(expect[t][j]))) {
+                fprintf(stderr,
+                        "rounds: worker %d after round %d: [%d][%zu] = %.9g, "
+                        "expected %.9g\n",
+                        w, r, t, j, get(t, j), expect[t][j]);
+                return 1;
+            }
+    return 0;
+}
+
+/* One round: local steps until the policy says the round ends, then sync;
+ * how many local steps it took. */
+static int one_round(strata_ctx_t *ctx, const opts_t *o, int w, int last, int r,
+                     int *steps_out)
+{
+    strata_status_t st;
+    bool ready = false;
+    int steps = 0;
+    while (!ready) {
+        double t0 = now_s();
+        for (int t = 0; t < NT; t++)
+            for (size_t j = 0; j < sizes[t]; j++)
+                set(t, j, expect[t][j] + delta(o, w, r, j));
+        usleep((useconds_t)((w + 1) * (w + 1) * o->sleep_ms * 1000));
+        steps++;
+        if (r == o->die_in && w == last)
+            raise(SIGKILL);
+        if ((st = strata_round_ready(ctx, now_s() - t0, &ready)) != STRATA_OK)
+            return fail_status("strata_round_ready", st);
+    }
+    if ((st = strata_round_sync(ctx)) != STRATA_OK)
+        return fail_status("strata_round_sync", st);
+    *steps_out = steps;
+    return 0;
+}
+
+static int run_worker(strata_ctx_t *ctx, const opts_t *o)
+{
+    int nw = strata_num_workers(ctx), w = strata_worker_index(ctx);
+    int rc = setup(ctx, w);
+    if (rc != 0 || (rc = check(o, w, -1)) != 0)
+        return rc;
+    char counts[512] = "";
+    size_t len = 0;
+    for (int r = 0; r < o->rounds; r++) {
+        int steps;
+        if ((rc = one_round(ctx, o, w, nw - 1, r, &steps)) != 0)
+            return rc;
+        int n = r >= o->die_in ? nw - 1 : nw; /* equal deltas if one died */
+        double sum = 0;
+        for (int v = 0; v < n; v++)
+            sum += o->distinct ? (v + 1) * (r + 1) : r + 1;
+        double mean = sum / n;
+        for (int t = 0; t < NT; t++)
+            for (size_t j = 0; j < sizes[t]; j++)
+                expect[t][j] += mean + (double)(j % 3);
+        if ((rc = check(o, w, r)) != 0)
+            return rc;
+        if (len < sizeof(counts) - 16)
+            len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%d",
+                                    r ? "," : "", steps);
+    }
+    printf("worker %d: %d rounds exact, local steps %s\n", w, o->rounds,
+           counts);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option lopts[] = {
+        {"rounds", required_argument, NULL, 'r'},
+        {"check", required_argument, NULL, 'c'},
+        {"die-in", required_argument, NULL, 'd'},
+        {"sleep-ms", required_argument, NULL, 's'},
+        {"tolerance", required_argument, NULL, 't'},
+        {NULL, 0, NULL, 0},
+    };
+    opts_t o = {.rounds = 4, .die_in = 1 << 30, .sleep_ms = 1};
+    int c;
+    while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
+        if (c == 'r')
+            o.rounds = atoi(optarg);
+        else if (c == 'c')
+            o.distinct = strcmp(optarg, "distinct") == 0;
+        else if (c == 'd')
+            o.die_in = atoi(optarg);
+        else if (c == 's')
+            o.sleep_ms = atoi(optarg);
+        else if (c == 't')
+            o.tol = atof(optarg);
+        else
+            return 2;
+    }
+    strata_ctx_t *ctx;
+    strata_status_t st = strata_init(&ctx);
+    if (st != STRATA_OK)
+        return fail_status("init", st);
+    int rc = strata_role(ctx) == STRATA_ROLE_WORKER ? run_worker(ctx, &o) : 0;
+    if (strata_role(ctx) == STRATA_ROLE_AGGREGATOR &&
+        (st = strata_serve(ctx)) != STRATA_OK)
+        rc = fail_status("serve", st);
+    st = strata_finalize(ctx);
+    for (int t = 0; t < NT; t++) {
+        free(param[t]);
+        free(grad[t]);
+        free(expect[t]);
+    }
+    if (rc == 0 && st != STRATA_OK)
+        rc = fail_status("finalize", st);
+    return rc;
+}

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Rounds of model deltas, exact after every round: fedavg's fixed steps,
+# esync blocking and non-blocking (fast workers take more local steps),
+# deltas weighted by local steps, fp32 and fp64; a worker killed during an
+# esync round and one during a fedavg round are dropped and the others go on.
+RUN=$1 EXACT=$2 TRANSPORT=$3
+source "$(dirname "$0")/common.sh"
+export STRATA_TRANSPORT=$TRANSPORT
+
+# rounds W S [VAR=VALUE...] -- ARGS: a job whose W workers all report exact
+# rounds; the output stays in $OUT.
+rounds() {
+  local w=$1 s=$2; shift 2
+  local envs=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  OUT=$(env "${envs[@]}" "$RUN" -n "$w" -a "$s" -- "$EXACT" "$@" 2>&1) ||
+    fail "$w workers, $s aggregators, ${envs[*]} $*: $OUT"
+  [ "$(grep -c 'rounds exact' <<<"$OUT")" -eq "$w" ] ||
+    fail "not every worker reported exact rounds: $OUT"
+}
+
+# steps_of W: worker W's local steps per round, summed.
+steps_of() {
+  sed -n "s/^worker $1: .*local steps //p" <<<"$OUT" | tr ',' '\n' |
+    awk '{ s += $1 } END { print s + 0 }'
+}
+
+rounds 3 2 STRATA_POLICY=fedavg STRATA_FEDAVG_STEPS=3 -- --rounds 3 --check distinct
+[ "$(grep -c 'local steps 3,3,3$' <<<"$OUT")" -eq 3 ] ||
+  fail "fedavg did not take 3 local steps per round: $OUT"
+
+for nb in 0 1; do
+  rounds 3 2 STRATA_POLICY=esync STRATA_ESYNC_NONBLOCKING=$nb -- \
+    --rounds 4 --check distinct --sleep-ms 2
+  # Steps of 2, 8 and 18 ms: the fastest takes several per round, the
+  # slowest about one (round 0, the warm-up, aside).
+  fast=$(steps_of 0) slow=$(steps_of 2)
+  [ "$fast" -ge $((2 * slow)) ] ||
+    fail "esync (non-blocking=$nb): the fastest worker took $fast local steps, the slowest $slow: $OUT"
+done
+
+rounds 4 1 STRATA_POLICY=esync STRATA_ESYNC_WEIGHTING=steps -- \
+  --rounds 3 --check equal --tolerance 1e-6
+
+# A worker killed in round 2: the others finish every round.
+export STRATA_TIMEOUT_MS=3000
+for p in esync fedavg; do
+  within 20 by_hand 3 2 env STRATA_POLICY=$p STRATA_TRANSPORT=$TRANSPORT \
+    "$EXACT" --rounds 5 --check equal --die-in 2
+  expect_rank 4 137 ""
+  for r in 2 3; do expect_rank $r 0 "5 rounds exact"; done
+  for r in 0 1; do expect_rank $r 0 ""; done
+  grep -q "dropping worker rank 4" "$LDIR/0.log" ||
+    fail "$p: the coordinator did not say it dropped worker rank 4: $(cat "$LDIR/0.log")"
+done
+echo "fedavg, esync (blocking, non-blocking, weighted) and a killed worker hold over $TRANSPORT"
