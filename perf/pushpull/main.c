@@ -1,11 +1,19 @@
 /*
  * strata-bench-pushpull [--aggregators S] [--min-bytes A] [--max-bytes B]
- *                       [--iters N] [--warmup K] [--optimizer sum|sgd]
+ *                       [--iters N] [--blocks K] [--warmup W]
+ *                       [--partition-bytes P] [--optimizer sum|sgd]
  *                       [--json FILE]
  * One BSP round (every worker pushes B bytes of fp32 gradients, the
  * aggregators reduce them, every worker pulls B bytes back) timed for sizes
  * doubling from A to B, as nccl-tests prints collectives; under mpirun, in
  * the same run, MPI_Allreduce of the same bytes among the same workers.
+ *
+ * The machines this runs on are often shared, so the two are timed in
+ * alternating blocks (a block of Strata rounds, then a block of
+ * MPI_Allreduce calls, each started by a barrier among the workers) and each
+ * reports the median over the blocks of the slowest worker's time per round.
+ * Unless --partition-bytes or STRATA_PARTITION_BYTES says otherwise, the
+ * model is cut so that every aggregator holds a share of it.
  *
  *   mpirun -np W+S strata-bench-pushpull --aggregators S ...
  *   strata-run --spmd -n W -a S -- strata-bench-pushpull --aggregators S ...
@@ -14,6 +22,7 @@
  * so every rank, aggregators too, runs this program.
  */
 #include <errno.h>
+#include <math.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,16 +36,19 @@
 
 #include "perf/pushpull/bench.h"
 
+#define PP_MAX_BLOCKS 64
+
 typedef struct opts {
     int aggs;
     size_t min_bytes, max_bytes;
-    int iters, warmup; /* iters 0: from the size */
+    size_t partition;          /* 0: automatic */
+    int iters, blocks, warmup; /* iters 0: from the size */
     const char *optimizer;
     const char *json;
 } opts_t;
 
 typedef struct row {
-    size_t bytes;
+    size_t bytes, partition; /* partition 0: unknown */
     int workers, aggs;
     char transport[32];
     double strata_us, mpi_us; /* mpi_us < 0: no baseline */
@@ -62,12 +74,16 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: strata-bench-pushpull [--aggregators S] [--min-bytes A] "
                "[--max-bytes B]\n"
-               "         [--iters N] [--warmup K] [--optimizer sum|sgd] "
-               "[--json FILE]\n"
+               "         [--iters N] [--blocks K] [--warmup W] "
+               "[--partition-bytes P]\n"
+               "         [--optimizer sum|sgd] [--json FILE]\n"
                "Times one BSP push-reduce-pull round among the workers and "
                "aggregators for\nsizes doubling from A to B (default 4K:64M), "
                "and MPI_Allreduce of the same\nbytes among the same workers "
-               "when launched by mpirun:\n"
+               "when launched by mpirun. N rounds (default:\nfrom the size) "
+               "in K blocks (default 5), alternating with MPI; the median\n"
+               "block is reported. P: the partition size (default: the size "
+               "shared among\nthe aggregators, at most 4M).\n"
                "  mpirun -np W+S strata-bench-pushpull --aggregators S\n"
                "  strata-run --spmd -n W -a S -- strata-bench-pushpull "
                "--aggregators S\n");
@@ -94,7 +110,9 @@ static int parse(int argc, char **argv, opts_t *o)
         {"min-bytes", required_argument, NULL, 'b'},
         {"max-bytes", required_argument, NULL, 'e'},
         {"iters", required_argument, NULL, 'n'},
+        {"blocks", required_argument, NULL, 'k'},
         {"warmup", required_argument, NULL, 'w'},
+        {"partition-bytes", required_argument, NULL, 'p'},
         {"optimizer", required_argument, NULL, 'o'},
         {"json", required_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
@@ -103,10 +121,12 @@ static int parse(int argc, char **argv, opts_t *o)
     *o = (opts_t){.aggs = 1,
                   .min_bytes = 4096,
                   .max_bytes = 64 << 20,
+                  .blocks = 5,
                   .warmup = 3,
                   .optimizer = "sum"};
     int c;
-    while ((c = getopt_long(argc, argv, "a:b:e:n:w:o:j:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "a:b:e:n:k:w:p:o:j:h", opts, NULL)) !=
+           -1) {
         bool ok = true;
         switch (c) {
         case 'a':
@@ -121,8 +141,15 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'n':
             ok = (o->iters = atoi(optarg)) > 0;
             break;
+        case 'k':
+            o->blocks = atoi(optarg);
+            ok = o->blocks > 0 && o->blocks <= PP_MAX_BLOCKS;
+            break;
         case 'w':
             ok = (o->warmup = atoi(optarg)) >= 0;
+            break;
+        case 'p':
+            ok = parse_bytes(optarg, &o->partition) && o->partition >= 4096;
             break;
         case 'o':
             o->optimizer = optarg;
@@ -184,12 +211,30 @@ static int setup_job(bench_t *b)
     return 0;
 }
 
+/* The partition size for a model of bytes: as given, or the model shared
+ * among the aggregators in whole 4 KiB pages, at most the default 4 MiB;
+ * 0 leaves STRATA_PARTITION_BYTES of the environment in force. */
+static size_t partition_bytes(const bench_t *b, size_t bytes)
+{
+    const char *env = getenv("STRATA_PARTITION_BYTES");
+    size_t p = 0;
+    if (b->o.partition)
+        return b->o.partition;
+    if (env)
+        return parse_bytes(env, &p) ? p : 0;
+    size_t share = (bytes / (size_t)b->o.aggs + 4095) / 4096 * 4096;
+    return share < 4096 ? 4096 : share > (4u << 20) ? 4u << 20 : share;
+}
+
 /* The settings of the job for size index k. */
-static void settings(const bench_t *b, int k, char buf[6][320],
-                     const char *out[7])
+static void settings(const bench_t *b, int k, size_t bytes, char buf[7][320],
+                     const char *out[8])
 {
     int n = 0;
     snprintf(buf[n++], 320, "NUM_AGGREGATORS=%d", b->o.aggs);
+    if (partition_bytes(b, bytes) && !getenv("STRATA_PARTITION_BYTES"))
+        snprintf(buf[n++], 320, "PARTITION_BYTES=%zu",
+                 partition_bytes(b, bytes));
     snprintf(buf[n++], 320, "OPTIMIZER=%s", b->o.optimizer);
     snprintf(buf[n++], 320, "LR=1");
     if (b->coord_file[0])
@@ -201,6 +246,7 @@ static void settings(const bench_t *b, int k, char buf[6][320],
     out[n] = NULL;
 }
 
+/* Timed rounds of a size: about 256 MiB moved, between 5 and 200. */
 static int iterations(const bench_t *b, size_t bytes)
 {
     if (b->o.iters)
@@ -224,88 +270,131 @@ static int check_sum(const float *param, size_t count, int nworkers)
     return 0;
 }
 
-/* One size, one job: returns the microseconds per round (slowest worker),
- * or a negative value after an error. */
-static double run_worker(bench_t *b, strata_ctx_t *ctx, size_t bytes,
-                         row_t *row)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Microseconds per round over n Strata rounds, the slowest worker's; every
+ * worker comes to the maximum even after an error (then HUGE_VAL), so that
+ * none is left waiting in MPI. */
+static double strata_block(strata_ctx_t *ctx, int n, bool mpi)
+{
+    if (mpi)
+        perf_pp_mpi_barrier();
+    double t0 = now_us(), us = 0;
+    for (int i = 0; i < n && us == 0; i++)
+        if (strata_step(ctx) != STRATA_OK)
+            us = HUGE_VAL;
+    if (us == 0)
+        us = (now_us() - t0) / n;
+    return mpi ? perf_pp_mpi_max(us) : us;
+}
+
+/* The buffers of the MPI baseline, filled with ones. */
+typedef struct mpi_bufs {
+    float *send, *recv;
+    size_t count;
+} mpi_bufs_t;
+
+static int mpi_bufs_init(mpi_bufs_t *m, size_t bytes)
+{
+    *m = (mpi_bufs_t){malloc(bytes), malloc(bytes), bytes / sizeof(float)};
+    if (!m->send || !m->recv) {
+        fprintf(stderr, "strata-bench-pushpull: no memory for %zu bytes\n",
+                bytes);
+        return -1;
+    }
+    for (size_t i = 0; i < m->count; i++)
+        m->send[i] = 1.0f;
+    return 0;
+}
+
+/* The timed blocks of one size, alternating Strata and MPI_Allreduce;
+ * returns the median of each in row, or -1 after an error. */
+static int time_blocks(const bench_t *b, strata_ctx_t *ctx, size_t bytes,
+                       row_t *row)
+{
+    int total = iterations(b, bytes);
+    int blocks = b->o.blocks < total ? b->o.blocks : total;
+    int per = total / blocks;
+    double st[PP_MAX_BLOCKS], mp[PP_MAX_BLOCKS];
+    mpi_bufs_t m = {0};
+    int rc = b->mpi ? mpi_bufs_init(&m, bytes) : 0;
+    for (int i = 0; i < b->o.warmup && rc == 0; i++)
+        rc = strata_step(ctx) == STRATA_OK ? 0 : -1;
+    for (int k = 0; k < blocks && rc == 0; k++) {
+        st[k] = strata_block(ctx, per, b->mpi);
+        rc = st[k] < HUGE_VAL ? 0 : -1;
+        if (rc == 0 && b->mpi)
+            mp[k] = perf_pp_mpi_allreduce_us(m.send, m.recv, m.count,
+                                             k ? 0 : b->o.warmup, per);
+    }
+    if (rc == 0) {
+        row->strata_us = median(st, blocks);
+        row->mpi_us = b->mpi ? median(mp, blocks) : -1;
+    }
+    free(m.send);
+    free(m.recv);
+    return rc;
+}
+
+/* One size, one job, on a worker: fills row, or returns -1. */
+static int run_worker(const bench_t *b, strata_ctx_t *ctx, size_t bytes,
+                      row_t *row)
 {
     size_t count = bytes / sizeof(float);
     float *param = NULL, *grad = malloc(bytes);
-    double us = -1;
+    int rc = -1;
     if (!grad || strata_alloc(ctx, bytes, (void **)&param) != STRATA_OK)
         goto out;
     for (size_t i = 0; i < count; i++)
         grad[i] = 1.0f;
     if (strata_tensor_register(ctx, "model", param, grad, count, STRATA_FP32,
                                NULL) != STRATA_OK ||
-        strata_commit(ctx) != STRATA_OK)
+        strata_commit(ctx) != STRATA_OK || time_blocks(b, ctx, bytes, row) != 0)
         goto out;
-    for (int i = 0; i < b->o.warmup; i++)
-        if (strata_step(ctx) != STRATA_OK)
-            goto out;
-    int iters = iterations(b, bytes);
-    if (b->mpi)
-        perf_pp_mpi_barrier();
-    double t0 = now_us();
-    for (int i = 0; i < iters; i++)
-        if (strata_step(ctx) != STRATA_OK)
-            goto out;
-    us = (now_us() - t0) / iters;
+    rc = 0;
     if (strcmp(b->o.optimizer, "sum") == 0 &&
         check_sum(param, count, strata_num_workers(ctx)) != 0)
-        us = -1;
+        rc = -1;
     snprintf(row->transport, sizeof(row->transport), "%s",
              strata_transport(ctx));
 out:
     if (param)
         strata_free(ctx, param);
     free(grad);
-    return us;
-}
-
-static double run_mpi(const bench_t *b, size_t bytes)
-{
-    float *send = malloc(bytes), *recv = malloc(bytes);
-    double us = -1;
-    if (send && recv) {
-        for (size_t i = 0; i < bytes / sizeof(float); i++)
-            send[i] = 1.0f;
-        us = perf_pp_mpi_allreduce_us(send, recv, bytes / sizeof(float),
-                                      b->o.warmup, iterations(b, bytes));
-    }
-    free(send);
-    free(recv);
-    return us;
+    return rc;
 }
 
 /* One size on every rank; the first worker keeps the row. */
 static int run_size(bench_t *b, int k, size_t bytes, bool *first_worker)
 {
-    char buf[6][320];
-    const char *set[7];
-    settings(b, k, buf, set);
+    char buf[7][320];
+    const char *set[8];
+    settings(b, k, bytes, buf, set);
     strata_ctx_t *ctx;
     if (strata_init_with(set, &ctx) != STRATA_OK)
         return -1;
     bool worker = strata_role(ctx) == STRATA_ROLE_WORKER;
     *first_worker = strata_worker_index(ctx) == 0;
     row_t row = {.bytes = bytes,
+                 .partition = partition_bytes(b, bytes),
                  .workers = strata_num_workers(ctx),
                  .aggs = strata_num_aggregators(ctx),
                  .mpi_us = -1};
-    double us = 0;
-    if (worker)
-        us = run_worker(b, ctx, bytes, &row);
-    else if (strata_serve(ctx) != STRATA_OK)
-        us = -1;
-    if (strata_finalize(ctx) != STRATA_OK || us < 0)
+    int rc = worker                           ? run_worker(b, ctx, bytes, &row)
+             : strata_serve(ctx) == STRATA_OK ? 0
+                                              : -1;
+    if (strata_finalize(ctx) != STRATA_OK || rc != 0)
         return -1;
-    if (worker && b->mpi) {
-        row.strata_us = perf_pp_mpi_max(us);
-        row.mpi_us = run_mpi(b, bytes);
-    } else {
-        row.strata_us = us;
-    }
     if (*first_worker)
         b->rows[b->nrows++] = row;
     return 0;
@@ -314,8 +403,8 @@ static int run_size(bench_t *b, int k, size_t bytes, bool *first_worker)
 static void print_row(const row_t *r)
 {
     double gb = (double)r->bytes / 1e3;
-    printf("%12zu %7d %5d %9s %11.1f %9.2f", r->bytes, r->workers, r->aggs,
-           r->transport, r->strata_us, gb / r->strata_us);
+    printf("%12zu %7d %5d %9s %9zu %11.1f %9.2f", r->bytes, r->workers, r->aggs,
+           r->transport, r->partition, r->strata_us, gb / r->strata_us);
     if (r->mpi_us >= 0)
         printf(" %11.1f %9.2f %7.2f\n", r->mpi_us, gb / r->mpi_us,
                r->strata_us / r->mpi_us);
@@ -336,10 +425,10 @@ static int write_json(const bench_t *b)
         const row_t *r = &b->rows[i];
         fprintf(f,
                 "%s\n  {\"bytes\": %zu, \"workers\": %d, \"aggregators\": %d, "
-                "\"transport\": \"%s\", \"strata_us\": %.2f, "
-                "\"mpi_allreduce_us\": ",
+                "\"transport\": \"%s\", \"partition_bytes\": %zu, "
+                "\"strata_us\": %.2f, \"mpi_allreduce_us\": ",
                 i ? "," : "", r->bytes, r->workers, r->aggs, r->transport,
-                r->strata_us);
+                r->partition, r->strata_us);
         if (r->mpi_us >= 0)
             fprintf(f, "%.2f}", r->mpi_us);
         else
@@ -367,11 +456,12 @@ int main(int argc, char **argv)
         if (rc == 0 && first && k == 0)
             printf("# strata-bench-pushpull: one BSP push-reduce-pull round "
                    "(%s) vs MPI_Allreduce (%s)\n"
-                   "#%11s %7s %5s %9s %11s %9s %11s %9s %7s\n",
+                   "# time per round: median of %d blocks, slowest worker\n"
+                   "#%11s %7s %5s %9s %9s %11s %9s %11s %9s %7s\n",
                    b.o.optimizer,
-                   b.mpi ? perf_pp_mpi_version() : "not under mpirun", "bytes",
-                   "workers", "aggs", "transport", "strata_us", "GB/s",
-                   "mpi_us", "GB/s", "ratio");
+                   b.mpi ? perf_pp_mpi_version() : "not under mpirun",
+                   b.o.blocks, "bytes", "workers", "aggs", "transport",
+                   "partition", "strata_us", "GB/s", "mpi_us", "GB/s", "ratio");
         if (rc == 0 && first) {
             print_row(&b.rows[b.nrows - 1]);
             fflush(stdout);

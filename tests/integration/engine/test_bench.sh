@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # strata-bench-pushpull runs under strata-run and under mpirun, checks its
-# sums, and writes the JSON the issue specifies. (It measures nothing here.)
+# sums, shares the model among the aggregators, and writes the JSON the issue
+# specifies. (It measures nothing here.)
 RUN=$1 BENCH=$2 MPIRUN=${3:-}
 EXACT=unused
 source "$(dirname "$0")/common.sh"
@@ -18,6 +19,8 @@ assert [r["bytes"] for r in rows] == [4096, 8192, 16384], rows
 for r in rows:
     assert r["workers"] == 2 and r["aggregators"] == 2, r
     assert r["strata_us"] > 0 and r["transport"], r
+    # The model is shared among the aggregators, in whole 4 KiB pages.
+    assert r["partition_bytes"] == max(4096, r["bytes"] // 2), r
     assert (r["mpi_allreduce_us"] is None) == (sys.argv[2] == "0"), r
 PY
 
