@@ -325,22 +325,23 @@ static void format_clocks(const perf_board_t *b, char *buf, size_t len)
 static void evaluate(job_t *j, const float *model, int64_t at_ns)
 {
     const perf_scenario_t *sc = &j->d->sc;
+    /* Progress as the snapshot was taken, before evaluating takes time. */
+    char clocks[256], round[32] = "";
+    format_clocks(j->b, clocks, sizeof(clocks));
+    uint64_t rounds = 0;
+    for (int i = 0; i < j->b->workers; i++) {
+        uint64_t r = atomic_load(&j->b->slots[i].rounds);
+        rounds = r > rounds ? r : rounds;
+    }
+    if (j->p->drive == PERF_DRIVE_ROUNDS)
+        snprintf(round, sizeof(round), "  round %llu",
+                 (unsigned long long)rounds);
     double acc, loss;
     perf_mlp_evaluate(j->d->eval, model, &j->d->test, &acc, &loss);
     double t = (double)(at_ns - atomic_load(&j->b->t0_ns)) * 1e-9;
     add_point(j->r, t, acc);
     if (isnan(j->r->time_to_target_s) && acc >= sc->target_acc)
         j->r->time_to_target_s = t;
-    uint64_t rounds = 0;
-    for (int i = 0; i < j->b->workers; i++) {
-        uint64_t r = atomic_load(&j->b->slots[i].rounds);
-        rounds = r > rounds ? r : rounds;
-    }
-    char clocks[256], round[32] = "";
-    format_clocks(j->b, clocks, sizeof(clocks));
-    if (j->p->drive == PERF_DRIVE_ROUNDS)
-        snprintf(round, sizeof(round), "  round %llu",
-                 (unsigned long long)rounds);
     printf("%-12s %7.2f s  acc %.4f  loss %.3f%s  %s\n", j->p->name, t, acc,
            loss, round, clocks);
     fflush(stdout);

@@ -2,11 +2,13 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cblas.h>
 
 #include "perf/train/board.h"
 #include "perf/train/data.h"
+#include "perf/train/dist.h"
 #include "perf/train/log.h"
 #include "perf/train/mlp.h"
 #include "perf/train/pace.h"
@@ -16,11 +18,14 @@ typedef struct worker {
     perf_board_t *board;
     const perf_scenario_t *sc;
     const perf_policy_t *policy;
+    perf_dist_t *dist; /* NULL for the local policy */
+    bool dist_params;  /* params came from Strata */
     int index;
     int workers;
     perf_board_slot_t *slot;
     bool reporter; /* hands the driver the model to evaluate */
     int64_t deadline_ns;
+    uint64_t rounds;
 
     perf_dataset_t train; /* this worker's shard */
     perf_sampler_t sampler;
@@ -31,10 +36,28 @@ typedef struct worker {
     size_t nparams;
     float *params;
     float *grads;
+    float *global; /* round policies' reporter: the last global model */
     float *x;
     uint8_t *y;
     uint32_t *batch;
 } worker_t;
+
+/* The parameters live in memory from Strata when distributed, so that the
+ * model lands in them without a copy; strata_finalize releases it. */
+static strata_status_t alloc_params(worker_t *w)
+{
+    size_t bytes = w->nparams * sizeof(float);
+    if (w->dist) {
+        w->dist_params = true;
+        return perf_dist_alloc(w->dist, bytes, (void **)&w->params);
+    }
+    w->params = malloc(bytes);
+    if (!w->params) {
+        perf_error("cannot allocate a model of %zu bytes", bytes);
+        return STRATA_ERR_NOMEM;
+    }
+    return STRATA_OK;
+}
 
 /* The model, the same initial one in every process, and its buffers. */
 static strata_status_t setup_model(worker_t *w)
@@ -48,17 +71,27 @@ static strata_status_t setup_model(worker_t *w)
         return STRATA_ERR_MISMATCH;
     }
     size_t b = (size_t)w->sc->batch;
-    w->params = malloc(w->nparams * sizeof(float));
+    strata_status_t st = alloc_params(w);
+    if (st != STRATA_OK)
+        return st;
     w->grads = calloc(w->nparams, sizeof(float));
     w->x = malloc(b * w->dims.in * sizeof(float));
     w->y = malloc(b);
     w->batch = malloc(b * sizeof(uint32_t));
-    if (!w->params || !w->grads || !w->x || !w->y || !w->batch) {
-        perf_error("cannot allocate the model and a batch of %zu", b);
+    if (w->reporter && w->policy->drive == PERF_DRIVE_ROUNDS)
+        w->global = malloc(w->nparams * sizeof(float));
+    if (!w->grads || !w->x || !w->y || !w->batch ||
+        (w->reporter && w->policy->drive == PERF_DRIVE_ROUNDS && !w->global)) {
+        perf_error("cannot allocate the gradients and a batch of %zu", b);
         return STRATA_ERR_NOMEM;
     }
     perf_mlp_init(&w->dims, w->sc->seed, w->params);
-    return perf_mlp_work_create(&w->dims, b, &w->work);
+    if (w->global)
+        memcpy(w->global, w->params, w->nparams * sizeof(float));
+    st = perf_mlp_work_create(&w->dims, b, &w->work);
+    if (st == STRATA_OK && w->dist)
+        st = perf_dist_register(w->dist, &w->dims, w->params, w->grads);
+    return st;
 }
 
 /* This worker's shard, written by the driver, and its pace. */
@@ -88,14 +121,25 @@ static void minibatch(worker_t *w)
     perf_mlp_loss_grad(w->work, w->params, w->x, w->y, b, w->grads);
 }
 
-static void publish(worker_t *w)
+/* Progress on the board; the model too when the driver asked for it and
+ * params hold a global model. */
+static void publish(worker_t *w, bool global)
 {
     perf_board_slot_t *s = w->slot;
     atomic_store_explicit(&s->clock, w->pace.steps, memory_order_relaxed);
+    atomic_store_explicit(&s->rounds, w->rounds, memory_order_relaxed);
     atomic_store_explicit(&s->overruns, w->pace.overruns, memory_order_relaxed);
     atomic_store_explicit(&s->compute_us, (uint64_t)(w->pace.compute_s * 1e6),
                           memory_order_relaxed);
-    if (w->reporter)
+    if (w->dist) {
+        uint64_t pushed = 0, pulled = 0;
+        perf_dist_traffic(w->dist, &pushed, &pulled);
+        atomic_store_explicit(&s->bytes_pushed, pushed, memory_order_relaxed);
+        atomic_store_explicit(&s->bytes_pulled, pulled, memory_order_relaxed);
+        atomic_store_explicit(&s->group, perf_dist_group(w->dist),
+                              memory_order_relaxed);
+    }
+    if (w->reporter && global)
         perf_board_offer(w->board, w->params);
 }
 
@@ -111,36 +155,96 @@ static strata_status_t drive_local(worker_t *w)
         minibatch(w);
         perf_mlp_sgd(w->nparams, (float)w->sc->lr, w->grads, w->params);
         perf_pace_end(&w->pace);
-        publish(w);
+        publish(w, true);
     }
     return STRATA_OK;
 }
 
-static void worker_free(worker_t *w)
+/* bsp, ssp, asp, gssp: the aggregators apply the update. */
+static strata_status_t drive_gradient(worker_t *w)
 {
-    perf_mlp_work_free(w->work);
-    perf_sampler_free(&w->sampler);
-    perf_dataset_free(&w->train);
-    free(w->params);
-    free(w->grads);
-    free(w->x);
-    free(w->y);
-    free(w->batch);
-    perf_board_close(w->board);
+    while (time_left(w)) {
+        minibatch(w);
+        perf_pace_end(&w->pace);
+        strata_status_t st = perf_dist_step(w->dist);
+        if (st != STRATA_OK)
+            return st;
+        publish(w, true);
+    }
+    return STRATA_OK;
 }
 
-static strata_status_t run(worker_t *w)
+/* esync, fedavg: local SGD steps, and a synchronous round when the engine
+ * says so; only then do params hold the global model. */
+static strata_status_t drive_rounds(worker_t *w)
 {
-    if (w->policy->drive != PERF_DRIVE_LOCAL) {
-        perf_error("policy %s needs Strata's training API, which this "
-                   "build does not have yet",
-                   w->policy->name);
-        return STRATA_ERR_UNSUPPORTED;
+    while (time_left(w)) {
+        minibatch(w);
+        perf_mlp_sgd(w->nparams, (float)w->sc->lr, w->grads, w->params);
+        perf_pace_end(&w->pace);
+        bool synced;
+        strata_status_t st = perf_dist_round(w->dist, w->pace.last_s, &synced);
+        if (st != STRATA_OK)
+            return st;
+        if (synced) {
+            w->rounds++;
+            if (w->global)
+                memcpy(w->global, w->params, w->nparams * sizeof(float));
+        }
+        publish(w, synced);
     }
+    return STRATA_OK;
+}
+
+static strata_status_t drive(worker_t *w)
+{
+    switch (w->policy->drive) {
+    case PERF_DRIVE_LOCAL:
+        return drive_local(w);
+    case PERF_DRIVE_GRADIENT:
+        return drive_gradient(w);
+    case PERF_DRIVE_ROUNDS:
+        return drive_rounds(w);
+    }
+    return STRATA_ERR_INVALID;
+}
+
+/* Who this process is: the only worker of a local run, or whatever the job
+ * made it. Aggregators serve and are done. */
+static strata_status_t join(worker_t *w, bool *served_out)
+{
+    *served_out = false;
     w->index = 0;
-    w->workers = w->board->workers;
+    w->workers = 1;
+    if (w->policy->drive == PERF_DRIVE_LOCAL)
+        return STRATA_OK;
+    strata_status_t st = perf_dist_join(&w->dist);
+    if (st != STRATA_OK)
+        return st;
+    if (perf_dist_is_aggregator(w->dist)) {
+        *served_out = true;
+        st = perf_dist_serve(w->dist);
+        w->dist = NULL;
+        return st;
+    }
+    w->index = perf_dist_worker(w->dist);
+    w->workers = perf_dist_workers(w->dist);
+    if (w->workers != w->board->workers) {
+        perf_error("the job has %d workers, the scenario %d: launch it "
+                   "through strata-train",
+                   w->workers, w->board->workers);
+        return STRATA_ERR_MISMATCH;
+    }
+    char prefix[64];
+    snprintf(prefix, sizeof(prefix), "strata-train worker %d", w->index);
+    perf_log_set_prefix(prefix);
+    return STRATA_OK;
+}
+
+static strata_status_t train(worker_t *w)
+{
     w->slot = &w->board->slots[w->index];
-    w->reporter = true;
+    w->reporter = w->dist == NULL || w->index == perf_scenario_reporter(w->sc);
     strata_status_t st = setup_shard(w);
     if (st == STRATA_OK)
         st = setup_model(w);
@@ -149,13 +253,28 @@ static strata_status_t run(worker_t *w)
     atomic_store(&w->slot->state, PERF_SLOT_TRAINING);
     int64_t t0 = perf_board_start(w->board);
     w->deadline_ns = t0 + (int64_t)(w->sc->budget_s * 1e9);
-    st = drive_local(w);
+    st = drive(w);
     if (st != STRATA_OK)
         return st;
-    publish(w);
+    publish(w, false);
     if (w->reporter)
-        perf_board_finish(w->board, w->params);
+        perf_board_finish(w->board, w->global ? w->global : w->params);
     return STRATA_OK;
+}
+
+/* After leaving the job, which released the parameters if Strata's. */
+static void worker_free(worker_t *w)
+{
+    if (!w->dist_params)
+        free(w->params);
+    free(w->grads);
+    free(w->global);
+    free(w->x);
+    free(w->y);
+    free(w->batch);
+    perf_mlp_work_free(w->work);
+    perf_sampler_free(&w->sampler);
+    perf_dataset_free(&w->train);
 }
 
 int perf_worker_main(const char *board_path)
@@ -165,15 +284,23 @@ int perf_worker_main(const char *board_path)
      * process of the job. */
     openblas_set_num_threads(1);
     perf_log_set_prefix("strata-train worker");
-    strata_status_t st = perf_board_open(board_path, &w.board);
-    if (st != STRATA_OK)
+    if (perf_board_open(board_path, &w.board) != STRATA_OK)
         return 1;
     w.sc = &w.board->scenario;
     w.policy = &w.sc->policies[w.board->policy];
-    st = run(&w);
+    bool served;
+    strata_status_t st = join(&w, &served);
+    if (st == STRATA_OK && !served)
+        st = train(&w);
     if (w.slot)
         atomic_store(&w.slot->state,
                      st == STRATA_OK ? PERF_SLOT_DONE : PERF_SLOT_FAILED);
+    if (w.dist) {
+        strata_status_t left = perf_dist_leave(w.dist);
+        st = st != STRATA_OK ? st : left;
+        w.dist = NULL;
+    }
     worker_free(&w);
+    perf_board_close(w.board);
     return st == STRATA_OK ? 0 : 1;
 }
