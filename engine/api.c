@@ -109,6 +109,9 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
     ctx->role = agg ? STRATA_ROLE_AGGREGATOR : STRATA_ROLE_WORKER;
     ctx->worker_index = agg ? -1 : ctx->rank - ctx->naggs;
     st = eng_policy_create(ctx->cfg, (uint32_t)ctx->nworkers, &ctx->policy);
+    if (st == STRATA_OK)
+        atomic_init(&ctx->group,
+                    agg ? -1 : (int)ctx->policy->group_of[ctx->worker_index]);
     if (st == STRATA_OK && agg)
         st = agg_init(ctx->cfg);
     if (st == STRATA_OK && ctx->rank == 0)
@@ -413,9 +416,7 @@ int strata_worker_index(const strata_ctx_t *ctx)
 
 int strata_group(const strata_ctx_t *ctx)
 {
-    return ctx->worker_index < 0
-               ? -1
-               : (int)ctx->policy->group_of[ctx->worker_index];
+    return atomic_load(&((strata_ctx_t *)ctx)->group);
 }
 
 int64_t strata_clock(const strata_ctx_t *ctx)
@@ -503,6 +504,7 @@ strata_status_t strata_commit(strata_ctx_t *ctx)
         return st;
     }
     ctx->api_pushed_at = pushed_at;
+    ctx->api_step_end_ns = eng_now_ns();
     return ctx->policy->ops->rounds ? eng_rounds_create(ctx) : STRATA_OK;
 }
 
@@ -631,6 +633,8 @@ strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
 strata_status_t strata_step(strata_ctx_t *ctx)
 {
     strata_request_t *push, *pull;
+    if (ctx && ctx->api_pushed_at) /* the step's computation (GSSP speed) */
+        ctx->api_compute_ns += eng_now_ns() - ctx->api_step_end_ns;
     strata_status_t st = strata_push(ctx, NULL, 0, &push);
     if (st != STRATA_OK)
         return st;
@@ -644,6 +648,7 @@ strata_status_t strata_step(strata_ctx_t *ctx)
         eng_req_abandon(push);
     else
         eng_req_put(push);
+    ctx->api_step_end_ns = eng_now_ns();
     return st != STRATA_OK ? st : pst;
 }
 

@@ -347,6 +347,7 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     m->metrics = json[0] ? eng_strdup(json) : NULL;
     if (!m->dropped) /* a dropped worker was counted then */
         ctx->coord->nbye++;
+    eng_coord_regroup_left(ctx, m);
 }
 
 void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
@@ -372,6 +373,18 @@ void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         break;
     case ENG_MSG_QUERY:
         eng_coord_on_query(ctx, m, r);
+        break;
+    case ENG_MSG_EPOCH:
+        eng_coord_on_epoch(ctx, m, r);
+        break;
+    case ENG_MSG_FROZEN:
+        eng_coord_on_frozen(ctx, m, r);
+        break;
+    case ENG_MSG_PLANNED:
+        eng_coord_on_planned(ctx, m, r);
+        break;
+    case ENG_MSG_FINAL:
+        eng_coord_on_final(ctx, m, r);
         break;
     default:
         eng_fail(ctx, STRATA_ERR_PROTO,

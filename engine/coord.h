@@ -3,6 +3,7 @@
  *   coord.c         admission, the layout check, leaving, metrics
  *   coord_policy.c  the policies' part: the ESync State Server's queries,
  *                   dropping workers that died or fell silent
+ *   coord_regroup.c GSSP: epochs, grouping by speed, regrouping
  */
 #ifndef STRATA_ENGINE_COORD_H
 #define STRATA_ENGINE_COORD_H
@@ -30,6 +31,7 @@ struct eng_coord {
     int nhello, nbye, nlayouts;
     bool layout_sent;
     eng_state_server_t *ss; /* esync */
+    struct eng_regroup *rg; /* gssp */
 };
 
 /* "rank 5 (pid 123 on host)" */
@@ -45,5 +47,18 @@ void eng_coord_policy_start(strata_ctx_t *ctx);
 void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
 /* Whether a lost member is dropped (the job goes on) rather than fatal. */
 bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why);
+
+/* ---- coord_regroup.c ---- */
+
+typedef struct eng_regroup eng_regroup_t;
+strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx);
+void eng_coord_regroup_free(strata_ctx_t *ctx);
+void eng_coord_on_epoch(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+void eng_coord_on_frozen(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+/* A worker's last clock, before its BYE. */
+void eng_coord_on_final(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+/* A worker finalized: it no longer takes part in groupings. */
+void eng_coord_regroup_left(strata_ctx_t *ctx, eng_member_t *m);
 
 #endif /* STRATA_ENGINE_COORD_H */

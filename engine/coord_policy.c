@@ -9,14 +9,21 @@
 #include "engine/coord.h"
 #include "engine/log.h"
 
+/* The State Server starts with training (eng_coord_policy_start). */
 strata_status_t eng_coord_policy_create(strata_ctx_t *ctx)
 {
-    (void)ctx; /* the State Server starts with training */
-    return STRATA_OK;
+    strata_status_t st = STRATA_OK;
+    if (ctx->policy->ops->regroups)
+        st = eng_coord_regroup_create(ctx);
+    if (st != STRATA_OK)
+        eng_error("cannot set up the coordinator's grouping: %s",
+                  strata_strerror(st));
+    return st;
 }
 
 void eng_coord_policy_free(strata_ctx_t *ctx)
 {
+    eng_coord_regroup_free(ctx);
     eng_ss_destroy(ctx->coord->ss);
     ctx->coord->ss = NULL;
 }

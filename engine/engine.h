@@ -77,6 +77,7 @@ typedef enum eng_cmd_type {
     ENG_CMD_FINALIZE,
     ENG_CMD_QUERY, /* rounds: ask the State Server (no request) */
     ENG_CMD_ROUND, /* rounds: local steps of a round, to the aggregators */
+    ENG_CMD_EPOCH, /* gssp: an epoch ended, its mean iteration time */
 } eng_cmd_type_t;
 
 typedef struct eng_cmd {
@@ -97,6 +98,10 @@ typedef struct eng_cmd {
             int64_t clock;
             uint32_t steps;
         } round;
+        struct {
+            uint32_t epoch;
+            double seconds;
+        } epoch;
     } u;
 } eng_cmd_t;
 
@@ -210,6 +215,14 @@ struct strata_ctx {
     int64_t *api_pushed_at; /* per tensor; non-NULL once committed */
     bool api_in_round;      /* strata_round_sync pushes the deltas */
     _Atomic int64_t clock;
+    /* gssp: the worker's group, and its speed rank in [0, 1] (0 fastest) as
+     * the coordinator last said */
+    _Atomic int group;
+    _Atomic uint64_t group_rank_bits;
+    uint32_t api_epochs;      /* strata_epoch_end calls */
+    int64_t api_epoch_clock;  /* the clock when the last epoch ended */
+    uint64_t api_step_end_ns; /* when strata_step last returned (commit) */
+    uint64_t api_compute_ns;  /* time outside strata_step this epoch */
 };
 
 /* One aggregator as the roster describes it. */
@@ -344,6 +357,10 @@ void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
 /* Tensor i's description and buffers. */
 const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
                                            void **param, void **grad);
+/* gssp regrouping: FREEZE (stop pushing at a clock boundary, say where)
+ * and GO (pushes resume, in the group given). */
+void eng_worker_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r);
+void eng_worker_on_go(strata_ctx_t *ctx, eng_rbuf_t *r);
 /* Send a control message to every aggregator. */
 strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m);
 /* Retry posts that found a full queue; move finalizing on. */
@@ -361,6 +378,13 @@ void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd);
 /* Progress thread: the State Server's ANSWER. */
 void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r);
 void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status);
+
+/* ---- gssp.c (gssp workers) ---- */
+
+/* Progress thread: ENG_CMD_EPOCH. */
+void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd);
+/* Progress thread: RANK, the worker's group and its speed rank. */
+void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r);
 
 /* ---- aggregator.c ---- */
 

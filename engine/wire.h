@@ -43,7 +43,8 @@
     X(QUERY, 23)      /* worker -> coordinator: ESync state query */           \
     X(ANSWER, 24)     /* coordinator -> worker: READY or NOT_READY */          \
     X(ROUND, 25)      /* worker -> aggregator: local steps of a round */       \
-    X(DROP, 26)       /* coordinator -> aggregator: a worker was dropped */
+    X(DROP, 26)       /* coordinator -> aggregator: a worker was dropped */    \
+    X(FINAL, 27)      /* worker -> coordinator: gssp, last clock, then BYE */
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

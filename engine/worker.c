@@ -104,6 +104,8 @@ struct eng_worker {
     uint32_t sends_pending;
     uint32_t acks_pending; /* LEFT answers awaited */
     bool leaving, left;
+    bool frozen;       /* gssp regrouping: no push of freeze_at or later */
+    int64_t freeze_at; /* ... until GO */
 };
 
 /* ---- registration and requests (application thread) ---- */
@@ -613,6 +615,18 @@ void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
         eng_rounds_on_answer(ctx, r);
         return;
     }
+    if (type == ENG_MSG_FREEZE && ctx->policy->ops->regroups) {
+        eng_worker_on_freeze(ctx, r);
+        return;
+    }
+    if (type == ENG_MSG_GO && ctx->policy->ops->regroups) {
+        eng_worker_on_go(ctx, r);
+        return;
+    }
+    if (type == ENG_MSG_RANK && ctx->policy->ops->regroups) {
+        eng_gssp_on_rank(ctx, r);
+        return;
+    }
     eng_fail(ctx, STRATA_ERR_PROTO,
              "unexpected message %s from the coordinator", eng_msg_name(type));
 }
@@ -678,11 +692,18 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
     return STRATA_OK;
 }
 
-/* Pushes for clock c wait until the model for c - 1 has landed. */
+/* Pushes for clock c wait until the model for c - 1 has landed, and while
+ * a regroup is being agreed from their clock on. */
+static bool eng_may_push(const eng_worker_t *w)
+{
+    return w->pull_min >= w->clock - 1 &&
+           !(w->frozen && w->clock >= w->freeze_at);
+}
+
 static void eng_push_or_park(strata_ctx_t *ctx, strata_request_t *req)
 {
     eng_worker_t *w = ctx->worker;
-    if (w->nparked > 0 || w->pull_min < w->clock - 1) {
+    if (w->nparked > 0 || !eng_may_push(w)) {
         w->parked[w->nparked++] = req;
         return;
     }
@@ -695,7 +716,7 @@ static void eng_unpark(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
     uint32_t i = 0;
-    for (; i < w->nparked && w->pull_min >= w->clock - 1; i++) {
+    for (; i < w->nparked && eng_may_push(w); i++) {
         strata_status_t st = eng_push(ctx, w->parked[i]);
         if (st != STRATA_OK)
             eng_req_complete(ctx, w->parked[i], st);
@@ -786,6 +807,48 @@ void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
     eng_pulled(ctx, p);
 }
 
+/* ---- regrouping (gssp) ---- */
+
+/* The first clock none of whose gradients has left is where the worker
+ * may change group: a clock half pushed stays in the old one. */
+void eng_worker_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_worker_t *w = ctx->worker;
+    uint32_t gen = eng_get_u32(r);
+    if (!eng_rbuf_ok(r) || !w->layout) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed FREEZE");
+        return;
+    }
+    w->frozen = true;
+    w->freeze_at = w->clock + (w->npushed > 0);
+    unsigned char buf[32];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_FROZEN);
+    eng_put_u32(&m, gen);
+    eng_put_i64(&m, w->freeze_at);
+    strata_status_t st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
+    if (st != STRATA_OK)
+        eng_fail(ctx, st, "cannot answer the coordinator's FREEZE: %s",
+                 strata_strerror(st));
+}
+
+void eng_worker_on_go(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_worker_t *w = ctx->worker;
+    uint32_t group = eng_get_u32(r);
+    double rank = eng_get_f64(r);
+    if (!eng_rbuf_ok(r) || !w->frozen || group >= ctx->policy->ngroups) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed GO");
+        return;
+    }
+    w->frozen = false;
+    atomic_store(&ctx->group, (int)group);
+    uint64_t bits;
+    memcpy(&bits, &rank, sizeof(bits));
+    atomic_store(&ctx->group_rank_bits, bits);
+    eng_unpark(ctx);
+}
+
 static void eng_worker_leave(strata_ctx_t *ctx);
 
 void eng_worker_flush(strata_ctx_t *ctx)
@@ -808,6 +871,11 @@ void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
     if (cmd->type == ENG_CMD_QUERY || cmd->type == ENG_CMD_ROUND) {
         if (st == STRATA_OK)
             eng_rounds_cmd(ctx, cmd);
+        return;
+    }
+    if (cmd->type == ENG_CMD_EPOCH) {
+        if (st == STRATA_OK)
+            eng_gssp_cmd(ctx, cmd);
         return;
     }
     if (st != STRATA_OK && cmd->type != ENG_CMD_FINALIZE &&
@@ -839,6 +907,7 @@ void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
         return;
     case ENG_CMD_QUERY:
     case ENG_CMD_ROUND:
+    case ENG_CMD_EPOCH:
         return; /* taken above */
     }
     eng_req_complete(ctx, req, st);
@@ -896,6 +965,12 @@ static void eng_worker_leave(strata_ctx_t *ctx)
             /* From now on the aggregator may close first. */
             w->links[a].peer.left = true;
             st = eng_send(ctx, &w->links[a].peer, &m, &w->sends_pending);
+        }
+        if (st == STRATA_OK && ctx->policy->ops->regroups) {
+            /* the clocks its groups reached: never reused by a regroup */
+            eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_FINAL);
+            eng_put_i64(&m, w->clock);
+            st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
         }
         if (st == STRATA_OK)
             st = eng_boot_bye(ctx, &w->sends_pending);

@@ -208,6 +208,20 @@ strata_status_t strata_test(strata_request_t **req, int *done_out);
  * until the parameters hold the model for the next one. */
 strata_status_t strata_step(strata_ctx_t *ctx);
 
+/* The end of an epoch, for STRATA_POLICY=gssp (other policies: nothing to
+ * do, STRATA_OK). iteration_seconds is this worker's mean iteration time
+ * (compute + push + pull) over the epoch; 0 lets the engine measure the
+ * compute part: the mean time between strata_step calls, outside them (the
+ * time inside mostly waits for the group's slowest member, which says
+ * nothing of this worker's speed). The coordinator keeps an EMA per worker and,
+ * once every worker has ended an epoch, groups them by speed (Fisher-Jenks,
+ * STRATA_GROUPS / STRATA_GVF / STRATA_MAX_GROUPS, or
+ * STRATA_GROUPING=manual:...); workers start as one group. A worker whose class
+ * changed in two consecutive epochs moves: every worker stops pushing at its
+ * next clock boundary until all aggregators know the new groups, so no gradient
+ * is lost or applied twice. strata_group() then gives the new group. */
+strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds);
+
 /* ---- rounds of model deltas (STRATA_POLICY=esync or fedavg) ----
  *
  * Workers train locally (their own optimizer on their parameter buffers)

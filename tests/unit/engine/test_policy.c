@@ -79,12 +79,83 @@ static void sum_only_needs_bsp(void **state)
     eng_log_set_sink(NULL, NULL);
 }
 
+/* A policy from KEY=VALUE settings. */
+static eng_policy_t *make_with(uint32_t nworkers, const char *const *kv)
+{
+    eng_config_t *cfg;
+    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
+    for (; *kv; kv += 2)
+        assert_int_equal(eng_config_set(cfg, kv[0], kv[1]), STRATA_OK);
+    eng_policy_t *p = NULL;
+    assert_int_equal(eng_policy_create(cfg, nworkers, &p), STRATA_OK);
+    eng_config_free(cfg);
+    return p;
+}
+
+static void gssp_scales_by_world_or_group_and_staleness(void **state)
+{
+    (void)state;
+    eng_policy_t *p = make_with(
+        4, (const char *const[]){"POLICY", "gssp", "GROUPING", "manual:0,0,0,1",
+                                 "INTRA_STALENESS", "2", NULL});
+    assert_int_equal(p->ngroups, 2);
+    assert_int_equal(p->group_of[3], 1);
+    assert_true(p->apply_on_arrival);
+    assert_true(p->inter_staleness == INT64_MAX);
+    assert_true(eng_policy_scale(p, 3, 3, 0, 5) == 0.25);
+    eng_policy_free(p);
+    p = make_with(4,
+                  (const char *const[]){"POLICY", "gssp", "GSSP_SCALE", "group",
+                                        "STALENESS_LR", "inverse", NULL});
+    assert_int_equal(p->group_of[3], 0); /* one group until measured */
+    assert_false(p->apply_on_arrival);
+    assert_true(eng_policy_scale(p, 2, 2, 0, 0) == 0.5);
+    assert_true(eng_policy_scale(p, 2, 2, 0, 1) == 0.5);
+    assert_true(eng_policy_scale(p, 2, 2, 0, 4) == 0.125);
+    eng_policy_free(p);
+}
+
+static void rounds_average_deltas(void **state)
+{
+    (void)state;
+    eng_policy_t *p =
+        make_with(3, (const char *const[]){"POLICY", "esync", "ESYNC_GLOBAL_LR",
+                                           "0.5", NULL});
+    assert_true(p->ops->rounds && p->ops->state_server);
+    assert_true(eng_policy_scale(p, 3, 2, 7, 0) == 0.25); /* lr_g / n */
+    eng_policy_free(p);
+    p = make_with(3,
+                  (const char *const[]){"POLICY", "fedavg", "ESYNC_WEIGHTING",
+                                        "steps", "FEDAVG_STEPS", "5", NULL});
+    assert_true(p->ops->rounds && !p->ops->state_server);
+    assert_int_equal(p->round_steps, 5);
+    assert_true(eng_policy_scale(p, 3, 3, 8, 0) == 0.125); /* 1 / steps */
+    eng_policy_free(p);
+}
+
+static void gdtopk_needs_gssp(void **state)
+{
+    (void)state;
+    eng_log_set_sink(capture, NULL);
+    eng_config_t *cfg;
+    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
+    assert_int_equal(eng_config_set(cfg, "GDTOPK", "1"), STRATA_OK);
+    eng_policy_t *p = NULL;
+    assert_int_equal(eng_policy_create(cfg, 2, &p), STRATA_ERR_CONFIG);
+    assert_non_null(strstr(last_error, "STRATA_GDTOPK=1 needs"));
+    eng_config_free(cfg);
+    eng_log_set_sink(NULL, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bsp_is_one_synchronous_group),
         cmocka_unit_test(ssp_and_asp_are_groups_per_worker),
         cmocka_unit_test(sum_only_needs_bsp),
+        cmocka_unit_test(gssp_scales_by_world_or_group_and_staleness),
+        cmocka_unit_test(rounds_average_deltas),
+        cmocka_unit_test(gdtopk_needs_gssp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
