@@ -118,8 +118,11 @@ static void eng_answer(strata_ctx_t *ctx, eng_member_t *m, uint32_t seq,
     eng_put_u8(&msg, (uint8_t)d);
     eng_put_u16(&msg, (uint16_t)(int16_t)st);
     eng_put_u64(&msg, echo);
+    /* A worker may finalize before the answer to its last query (the one
+     * for a round it will not take) arrives: a worker lost without BYE
+     * fails the job through its disconnect. */
     strata_status_t sst = eng_send(ctx, &m->peer, &msg, NULL);
-    if (sst != STRATA_OK) {
+    if (sst != STRATA_OK && sst != STRATA_ERR_PEER) {
         char who[200];
         eng_fail(ctx, sst, "cannot answer %s: %s",
                  eng_member_str(m, who, sizeof(who)), strata_strerror(sst));

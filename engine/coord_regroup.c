@@ -94,10 +94,14 @@ static eng_member_t *eng_live_worker(strata_ctx_t *ctx, uint32_t w)
     return m && !m->bye && !m->dropped && m->peer.ep ? m : NULL;
 }
 
+/* A worker that finalizes closes its connection after its BYE, which may
+ * still be on the way: losing it is no failure here (one lost without BYE
+ * fails the job through its disconnect). */
 static void eng_rg_send(strata_ctx_t *ctx, eng_member_t *m, eng_wbuf_t *msg)
 {
     strata_status_t st = eng_send(ctx, &m->peer, msg, NULL);
-    if (st != STRATA_OK) {
+    if (st != STRATA_OK &&
+        !(st == STRATA_ERR_PEER && m->peer.rank >= ctx->naggs)) {
         char who[200];
         eng_fail(ctx, st, "regrouping: cannot send to %s: %s",
                  eng_member_str(m, who, sizeof(who)), strata_strerror(st));
@@ -246,6 +250,8 @@ void eng_coord_on_frozen(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     uint32_t gen = eng_get_u32(r);
     int64_t at = eng_get_i64(r);
     int w = m->peer.rank - ctx->naggs;
+    if (m->bye) /* it finalized after the FREEZE: counted out already */
+        return;
     if (!eng_rbuf_ok(r) || !rg || rg->phase != ENG_RG_FREEZING ||
         gen != rg->gen || w < 0 || rg->frozen_at[w] != ENG_RG_ASKED || at < 0) {
         char who[200];
