@@ -361,6 +361,8 @@ const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
  * and GO (pushes resume, in the group given). */
 void eng_worker_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r);
 void eng_worker_on_go(strata_ctx_t *ctx, eng_rbuf_t *r);
+/* gssp: an epoch ended (GDTopK's ratio and flush follow the epochs). */
+void eng_worker_epoch(strata_ctx_t *ctx, uint32_t epoch_ended);
 /* Send a control message to every aggregator. */
 strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m);
 /* Retry posts that found a full queue; move finalizing on. */

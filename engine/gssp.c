@@ -58,6 +58,7 @@ void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
     if (st != STRATA_OK)
         eng_fail(ctx, st, "cannot report the epoch to the coordinator: %s",
                  strata_strerror(st));
+    eng_worker_epoch(ctx, cmd->u.epoch.epoch);
 }
 
 void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r)

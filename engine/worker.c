@@ -28,10 +28,13 @@
 #include "engine/imm.h"
 #include "engine/layout_wire.h"
 #include "engine/log.h"
+#include "engine/topk_push.h"
 
 _Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
 
-enum { ENG_OP_GRAD = 1, ENG_OP_INIT = 2 };
+/* What a write carries: gradient pieces, the initial model, or a GDTopK
+ * push (one write of a partition from the send buffer). */
+enum { ENG_OP_GRAD = 1, ENG_OP_INIT = 2, ENG_OP_TOPK = 3 };
 
 /* A tensor's registrations with one transport. */
 typedef struct eng_treg {
@@ -56,6 +59,7 @@ typedef struct eng_post {
     uint32_t part;
     uint8_t kind;
     int64_t clock;
+    eng_topk_write_t topk; /* ENG_OP_TOPK */
 } eng_post_t;
 
 typedef struct eng_link {
@@ -104,8 +108,10 @@ struct eng_worker {
     uint32_t sends_pending;
     uint32_t acks_pending; /* LEFT answers awaited */
     bool leaving, left;
-    bool frozen;       /* gssp regrouping: no push of freeze_at or later */
-    int64_t freeze_at; /* ... until GO */
+    eng_topk_push_t *topk; /* GDTopK (STRATA_GDTOPK=1) */
+    void **grads;          /* [ntensors]: gradient buffers, for topk */
+    bool frozen;           /* gssp regrouping: no push of freeze_at or later */
+    int64_t freeze_at;     /* ... until GO */
 };
 
 /* ---- registration and requests (application thread) ---- */
@@ -393,6 +399,17 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
                : st;
 }
 
+static strata_status_t eng_worker_topk_setup(strata_ctx_t *ctx)
+{
+    eng_worker_t *w = ctx->worker;
+    w->grads = eng_calloc(w->ntensors, sizeof(void *));
+    if (!w->grads)
+        return STRATA_ERR_NOMEM;
+    for (uint32_t i = 0; i < w->ntensors; i++)
+        w->grads[i] = w->tensors[i].grad;
+    return eng_topk_push_create(ctx, w->layout, w->uses, &w->topk);
+}
+
 static strata_status_t eng_commit_start(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
@@ -430,6 +447,8 @@ static strata_status_t eng_commit_start(strata_ctx_t *ctx)
     st = eng_register_all(ctx, first);
     for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++)
         st = eng_link_setup(ctx, &w->links[a]);
+    if (st == STRATA_OK && ctx->policy->gdtopk)
+        st = eng_worker_topk_setup(ctx);
     if (st != STRATA_OK)
         return st;
     return eng_layout_send(ctx, &ctx->coord_peer, lay->tensors, lay->ntensors,
@@ -499,9 +518,31 @@ static void eng_link_enqueue(eng_link_t *l, uint32_t part, uint8_t kind,
         (eng_post_t){.part = part, .kind = kind, .clock = clock};
 }
 
+/* A GDTopK push: one write, sparse or dense, from the send buffer. */
+static strata_status_t eng_post_topk(strata_ctx_t *ctx, eng_link_t *l,
+                                     const eng_post_t *e)
+{
+    const eng_layout_t *lay = ctx->worker->layout;
+    const eng_partition_t *part = &lay->parts[e->part];
+    uint64_t dst_off =
+        (uint64_t)(e->clock & 1) * lay->shard_bytes[l->shard] + part->shard_off;
+    uint32_t imm = eng_imm(e->topk.sparse ? ENG_IMM_SPARSE : ENG_IMM_GRAD,
+                           e->clock, part->shard_index);
+    strata_status_t st =
+        tp_write(l->peer.ep, eng_topk_push_mr(ctx->worker->topk, l->prov),
+                 e->topk.off, &l->slots, dst_off, e->topk.len, imm,
+                 TP_WRITE_IMM, (void *)(uintptr_t)ENG_OP_TOPK);
+    if (st == STRATA_OK)
+        atomic_fetch_add_explicit(&ctx->cnt.bytes_pushed, e->topk.len,
+                                  memory_order_relaxed);
+    return st;
+}
+
 static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
                                       const eng_post_t *e, uint32_t k)
 {
+    if (e->kind == ENG_OP_TOPK)
+        return eng_post_topk(ctx, l, e);
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
     const eng_partition_t *part = &lay->parts[e->part];
@@ -533,7 +574,8 @@ static void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
     const eng_layout_t *lay = ctx->worker->layout;
     while (l->qlen > 0 && l->have_slots) {
         const eng_post_t *e = &l->q[l->qhead];
-        uint32_t npieces = lay->parts[e->part].npieces;
+        uint32_t npieces =
+            e->kind == ENG_OP_TOPK ? 1 : lay->parts[e->part].npieces;
         while (l->qpiece < npieces) {
             strata_status_t st = eng_post_piece(ctx, l, e, l->qpiece);
             if (st == STRATA_ERR_AGAIN)
@@ -646,6 +688,43 @@ static eng_link_t *eng_link_of(eng_worker_t *w, uint32_t part)
     return &w->links[w->layout->parts[part].shard];
 }
 
+/* A piece of a push request is done with its gradient buffer. */
+static void eng_piece_done(strata_ctx_t *ctx, strata_request_t *req,
+                           strata_status_t status)
+{
+    if (status != STRATA_OK && req->status == STRATA_OK)
+        req->status = status;
+    if (req->outstanding > 0 && --req->outstanding == 0) {
+        if (req->status == STRATA_OK)
+            atomic_fetch_add_explicit(&ctx->cnt.pushes, 1,
+                                      memory_order_relaxed);
+        eng_req_complete(ctx, req, req->status);
+    }
+}
+
+/* GDTopK: partition p of clock c is complete; its gradients go into the
+ * residual and send buffer at once, so its pieces are done. */
+static void eng_push_topk(strata_ctx_t *ctx, uint32_t p, int64_t c)
+{
+    eng_worker_t *w = ctx->worker;
+    const eng_partition_t *part = &w->layout->parts[p];
+    eng_post_t e = {.part = p, .kind = ENG_OP_TOPK, .clock = c};
+    strata_status_t st =
+        eng_topk_push_prepare(w->topk, p, c, w->grads, &e.topk);
+    if (st != STRATA_OK) {
+        eng_fail(ctx, st, "GDTopK on partition %u failed: %s", p,
+                 strata_strerror(st));
+        return;
+    }
+    eng_link_t *l = eng_link_of(w, p);
+    l->q[(l->qhead + l->qlen++) % l->qcap] = e;
+    for (uint32_t k = 0; k < part->npieces; k++) {
+        const eng_piece_t *pc = &w->layout->pieces[part->first_piece + k];
+        eng_wtensor_t *t = &w->tensors[pc->tensor];
+        eng_piece_done(ctx, &ctx->req_pool[t->push_req[c & 1]], STRATA_OK);
+    }
+}
+
 /* A push of the current clock: checked first, then each tensor's pieces
  * counted off their partitions; a partition whose pieces are all pushed is
  * queued for its aggregator. */
@@ -676,7 +755,11 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
         uint32_t k0 = lay->tensor_first_piece[t];
         for (uint32_t k = k0; k < k0 + lay->tensor_npieces[t]; k++) {
             uint32_t p = lay->pieces[k].part;
-            if (--w->pending[p] == 0)
+            if (--w->pending[p] > 0)
+                continue;
+            if (w->topk && eng_topk_push_covers(w->topk, p))
+                eng_push_topk(ctx, p, c);
+            else
                 eng_link_enqueue(eng_link_of(w, p), p, ENG_OP_GRAD, c);
         }
     }
@@ -731,17 +814,19 @@ void eng_worker_on_write_done(strata_ctx_t *ctx, void *op_ctx,
     uintptr_t op = (uintptr_t)op_ctx;
     /* A failed write means the connection broke; its DISCONNECTED event
      * follows and fails the job. */
-    if ((op & 0xff) != ENG_OP_GRAD)
+    if ((op & 0xff) == ENG_OP_GRAD)
+        eng_piece_done(ctx, &ctx->req_pool[op >> 8], status);
+}
+
+void eng_worker_epoch(strata_ctx_t *ctx, uint32_t epoch_ended)
+{
+    eng_worker_t *w = ctx->worker;
+    if (!w->topk)
         return;
-    strata_request_t *req = &ctx->req_pool[op >> 8];
-    if (status != STRATA_OK && req->status == STRATA_OK)
-        req->status = status;
-    if (req->outstanding > 0 && --req->outstanding == 0) {
-        if (req->status == STRATA_OK)
-            atomic_fetch_add_explicit(&ctx->cnt.pushes, 1,
-                                      memory_order_relaxed);
-        eng_req_complete(ctx, req, req->status);
-    }
+    uint64_t bits = atomic_load(&ctx->group_rank_bits);
+    double rank;
+    memcpy(&rank, &bits, sizeof(rank));
+    eng_topk_push_epoch(w->topk, epoch_ended, rank);
 }
 
 /* ---- model arrivals ---- */
@@ -1062,6 +1147,8 @@ void eng_worker_free(strata_ctx_t *ctx)
         w->blocks = b->next;
         eng_block_free(b);
     }
+    eng_topk_push_free(w->topk);
+    eng_free(w->grads);
     eng_layout_free(w->layout);
     eng_free(w->pending);
     eng_free(w->pulled);
