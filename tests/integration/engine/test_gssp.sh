@@ -43,12 +43,12 @@ gssp 4 2 STRATA_GDTOPK=1 STRATA_TOPK_FLUSH_EPOCHS=5 -- --steps 40 --swap-at 16 -
 sparse=$(sed -n 's/^worker 0: .*(\([0-9]*\) bytes pushed).*/\1/p' <<<"$OUT")
 [ "$sparse" -lt $((dense / 3)) ] ||
   fail "GDTopK pushed $sparse bytes, dense $dense: $OUT"
-# The dense flush after every epoch empties the residual: with it, four
-# zero-gradient steps show every update; without it (a flush every 100
-# epochs) they do not.
-gssp 4 2 STRATA_GROUPING=manual:0,0,1,1 STRATA_GDTOPK=1 -- \
+# The dense flush after every epoch empties the residual: in one
+# synchronous group, with it four zero-gradient steps show every update;
+# without it (a flush every 100 epochs) they do not.
+gssp 4 2 STRATA_GROUPING=manual:0,0,0,0 STRATA_GDTOPK=1 -- \
   --steps 40 --topk --slow-ms 1 --drain 4
-if env STRATA_LR=4 STRATA_GROUPING=manual:0,0,1,1 STRATA_GDTOPK=1 \
+if env STRATA_LR=4 STRATA_GROUPING=manual:0,0,0,0 STRATA_GDTOPK=1 \
   STRATA_TOPK_FLUSH_EPOCHS=100 "$RUN" -n 4 -a 2 -- "$EXACT" --steps 40 \
   --topk --slow-ms 1 --drain 4 >/dev/null 2>&1; then
   fail "without a flush the residual still reached the model in 4 steps"
