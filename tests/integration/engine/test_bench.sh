@@ -22,6 +22,7 @@ for r in rows:
     # The model is shared among the aggregators, in whole 4 KiB pages.
     assert r["partition_bytes"] == max(4096, r["bytes"] // 2), r
     assert (r["mpi_allreduce_us"] is None) == (sys.argv[2] == "0"), r
+    assert 0 < r["strata_min_us"] <= r["strata_us"], r
 PY
 
 if [ -n "$MPIRUN" ]; then
@@ -36,6 +37,7 @@ rows = json.load(open(sys.argv[1]))["results"]
 assert len(rows) == 3, rows
 for r in rows:
     assert r["strata_us"] > 0 and r["mpi_allreduce_us"] > 0, r
+    assert 0 < r["mpi_allreduce_min_us"] <= r["mpi_allreduce_us"], r
 PY
 fi
 echo "strata-bench-pushpull runs and reports"
