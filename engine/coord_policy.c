@@ -139,6 +139,7 @@ void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     q.step_seconds = eng_get_f64(r);
     q.rtt_seconds = eng_get_f64(r);
     uint64_t echo = eng_get_u64(r);
+    bool syncing = eng_get_u8(r) != 0;
     char who[200];
     if (!eng_rbuf_ok(r) || !c->ss || m->peer.rank < ctx->naggs) {
         eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed QUERY from %s",
@@ -148,6 +149,10 @@ void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     if (m->dropped) {
         eng_answer(ctx, m, seq, q.round, ENG_SS_NOT_READY, STRATA_ERR_PEER,
                    echo);
+        return;
+    }
+    if (syncing) { /* no answer: it aggregates */
+        eng_ss_syncing(c->ss, q.worker, q.round);
         return;
     }
     eng_ss_decision_t d = ENG_SS_NOT_READY;

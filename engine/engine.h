@@ -93,6 +93,7 @@ typedef struct eng_cmd {
             uint32_t seq, steps;
             uint64_t round;
             double step_s, rtt_s;
+            bool syncing; /* no question: the worker aggregates */
         } query;
         struct {
             int64_t clock;

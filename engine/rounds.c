@@ -109,6 +109,7 @@ void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
         eng_put_f64(&m, cmd->u.query.step_s);
         eng_put_f64(&m, cmd->u.query.rtt_s);
         eng_put_u64(&m, eng_now_ns()); /* echoed: the round trip */
+        eng_put_u8(&m, cmd->u.query.syncing);
         st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
     } else {
         eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_ROUND);
@@ -269,6 +270,26 @@ static void eng_rounds_keep_global(strata_ctx_t *ctx)
     }
 }
 
+/* Push the deltas and wait for the new global model. A worker that died
+ * or fell silent holds the round up until it is dropped (STRATA_TIMEOUT_MS
+ * plus its step after its last word), so the wait is twice the timeout. */
+static strata_status_t eng_rounds_exchange(strata_ctx_t *ctx)
+{
+    strata_request_t *push, *pull = NULL;
+    ctx->api_in_round = true;
+    strata_status_t st = strata_push(ctx, NULL, 0, &push);
+    ctx->api_in_round = false;
+    if (st != STRATA_OK)
+        return st;
+    st = strata_pull(ctx, strata_clock(ctx), &pull);
+    if (st == STRATA_OK)
+        st = strata_wait(&pull, 2 * ctx->timeout_ms);
+    strata_status_t pst = strata_wait(&push, st == STRATA_OK ? -1 : 0);
+    if (pull) /* timed out: a pull holds nothing in the engine */
+        strata_wait(&pull, 0);
+    return st != STRATA_OK ? st : pst;
+}
+
 strata_status_t strata_round_sync(strata_ctx_t *ctx)
 {
     strata_status_t st = eng_rounds_need(ctx, "strata_round_sync");
@@ -281,15 +302,22 @@ strata_status_t strata_round_sync(strata_ctx_t *ctx)
         return STRATA_ERR_STATE;
     }
     eng_rounds_delta(ctx);
+    if (!r->fixed) { /* the State Server: silent now, but not lost */
+        eng_cmd_t q = {.type = ENG_CMD_QUERY};
+        q.u.query.seq = r->seq;
+        q.u.query.round = r->round;
+        q.u.query.steps = r->steps;
+        q.u.query.step_s = r->last_step_s;
+        q.u.query.syncing = true;
+        st = eng_cmd_submit(ctx, &q);
+    }
     eng_cmd_t cmd = {.type = ENG_CMD_ROUND};
     cmd.u.round.clock = strata_clock(ctx);
     cmd.u.round.steps = r->steps;
-    st = eng_cmd_submit(ctx, &cmd);
-    if (st == STRATA_OK) {
-        ctx->api_in_round = true;
-        st = strata_step(ctx);
-        ctx->api_in_round = false;
-    }
+    if (st == STRATA_OK)
+        st = eng_cmd_submit(ctx, &cmd);
+    if (st == STRATA_OK)
+        st = eng_rounds_exchange(ctx);
     if (st != STRATA_OK)
         return st;
     eng_rounds_keep_global(ctx);

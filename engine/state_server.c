@@ -17,6 +17,7 @@ typedef struct ss_record {
     bool known;       /* has reported a duration */
     bool started;     /* has queried in the current round */
     bool ready;
+    bool syncing; /* aggregating this round: silent until the next */
     bool dead;
 } ss_record_t;
 
@@ -104,8 +105,9 @@ static uint32_t ss_expire_at(eng_state_server_t *ss, int64_t now)
         const ss_record_t *r = &ss->rec[w];
         double silent = (double)(now - r->stamp_ns) / 1e9;
         double timeout = (double)ss->p.timeout_ns / 1e9;
-        /* A worker is silent while it computes a step: allow for it. */
-        if (r->dead || silent <= timeout + r->c)
+        /* A worker is silent while it computes a step (allow for it) and
+         * while it aggregates (its loss shows on its connections). */
+        if (r->dead || r->syncing || silent <= timeout + r->c)
             continue;
         eng_error("state server: worker %" PRIu32 " silent for %.3f s (step "
                   "%.3f s, timeout %.3f s): dropped from round %" PRIu64,
@@ -177,14 +179,17 @@ static strata_status_t ss_check_query(const eng_state_server_t *ss,
 
 /* The first query of a later round starts it: nobody has stepped or is
  * READY in it yet. */
-static void ss_begin_round(eng_state_server_t *ss, uint64_t round)
+static void ss_begin_round(eng_state_server_t *ss, uint64_t round, int64_t now)
 {
     ss->round = round;
     for (uint32_t w = 0; w < ss->p.workers; w++) {
+        if (ss->rec[w].syncing) /* its silence counts from now */
+            ss->rec[w].stamp_ns = now;
         ss->rec[w].steps = 0;
         ss->rec[w].planned = 0;
         ss->rec[w].started = false;
         ss->rec[w].ready = false;
+        ss->rec[w].syncing = false;
     }
 }
 
@@ -244,7 +249,7 @@ strata_status_t eng_ss_query(eng_state_server_t *ss, const eng_ss_query_t *q,
     r->stamp_ns = now; /* heard from: it is not the one to expire */
     ss_expire_at(ss, now);
     if (q->round > ss->round)
-        ss_begin_round(ss, q->round);
+        ss_begin_round(ss, q->round, now);
     r->c = q->step_seconds;
     r->rtt = q->rtt_seconds;
     r->steps = q->steps;
@@ -269,6 +274,20 @@ strata_status_t eng_ss_announce(eng_state_server_t *ss, uint32_t worker,
     r->c = step_seconds;
     r->known = true;
     r->stamp_ns = ss->p.clock(ss->p.clock_arg);
+    return STRATA_OK;
+}
+
+strata_status_t eng_ss_syncing(eng_state_server_t *ss, uint32_t worker,
+                               uint64_t round)
+{
+    if (worker >= ss->p.workers || ss->rec[worker].dead) {
+        eng_error("state server: worker %" PRIu32 " %s", worker,
+                  worker >= ss->p.workers ? "does not exist" : "was dropped");
+        return worker >= ss->p.workers ? STRATA_ERR_INVALID : STRATA_ERR_PEER;
+    }
+    if (round == ss->round)
+        ss->rec[worker].syncing = true;
+    ss->rec[worker].stamp_ns = ss->p.clock(ss->p.clock_arg);
     return STRATA_OK;
 }
 

@@ -32,10 +32,11 @@
  *     c_i (1 + L_i) + eps > F - (now - t_s),
  *     n_i = max(floor((F - eps) / c_i) + 1, 1 + L_i).
  *
- * A worker silent for longer than the timeout plus its own step duration is
- * dropped: it no longer counts as the slowest nor holds up the round, and its
- * later queries are refused (STRATA_ERR_PEER).
- * Not thread-safe: one thread (the coordinator's) owns a State Server.
+ * A worker silent for longer than the timeout plus its own step duration,
+ * and not aggregating (eng_ss_syncing), is dropped: it no longer counts as the
+ * slowest nor holds up the round, and its later queries are refused
+ * (STRATA_ERR_PEER). Not thread-safe: one thread (the coordinator's) owns a
+ * State Server.
  */
 #ifndef STRATA_ENGINE_STATE_SERVER_H
 #define STRATA_ENGINE_STATE_SERVER_H
@@ -97,6 +98,11 @@ typedef struct eng_ss_query {
  * dropped worker (STRATA_ERR_PEER). Drops silent workers first. */
 strata_status_t eng_ss_query(eng_state_server_t *ss, const eng_ss_query_t *q,
                              eng_ss_decision_t *decision_out);
+
+/* The worker aggregates the round (it pushed its delta and waits for the
+ * model): silent until the next round, it is not dropped for that. */
+strata_status_t eng_ss_syncing(eng_state_server_t *ss, uint32_t worker,
+                               uint64_t round);
 
 /* Whether the decision must be sent: always when blocking, only READY in
  * non-blocking mode. */

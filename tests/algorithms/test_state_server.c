@@ -313,6 +313,37 @@ static void expire_and_drop(void **state)
     eng_ss_destroy(ss);
 }
 
+/* A worker aggregating (its delta pushed, waiting for the model) is not
+ * silent; once the next round starts its silence counts from then. */
+static void an_aggregating_worker_is_not_dropped(void **state)
+{
+    (void)state;
+    sim_t s = {.n = 2, .c = {1, 1}, .eps = 0.1};
+    now_ns = 0;
+    eng_state_server_t *ss = make(&s, 2);
+    eng_ss_decision_t d;
+    for (uint32_t w = 0; w < 2; w++) {
+        eng_ss_query_t q = {w, 0, 0, 1.0, 0};
+        assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
+    }
+    assert_int_equal(eng_ss_syncing(ss, 0, 0), STRATA_OK);
+    now_ns = (int64_t)(3.5 * NS);           /* past timeout + step for both */
+    assert_int_equal(eng_ss_expire(ss), 1); /* worker 1 only */
+    test_log_expect("worker 1 silent");
+    assert_true(eng_ss_is_live(ss, 0));
+    now_ns = (int64_t)(4 * NS);
+    eng_ss_query_t q = {0, 1, 0, 1.0, 0}; /* round 1 begins */
+    assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
+    now_ns = (int64_t)(6.9 * NS); /* 2.9 s after the round began */
+    assert_int_equal(eng_ss_expire(ss), 0);
+    now_ns = (int64_t)(7.1 * NS);
+    assert_int_equal(eng_ss_expire(ss), 1);
+    test_log_expect("worker 0 silent");
+    assert_int_equal(eng_ss_syncing(ss, 0, 1), STRATA_ERR_PEER);
+    test_log_expect("worker 0 was dropped");
+    eng_ss_destroy(ss);
+}
+
 static void bad_queries_are_refused(void **state)
 {
     (void)state;
@@ -377,6 +408,7 @@ int main(void)
         T(nobody_is_ready_before_the_slowest_starts_the_round),
         T(a_silent_worker_is_dropped_and_the_round_goes_on),
         T(expire_and_drop),
+        T(an_aggregating_worker_is_not_dropped),
         T(bad_queries_are_refused),
         T(parameters_come_from_the_configuration),
     };

@@ -12,6 +12,8 @@
  * Worker w sleeps (w + 1)^2 * --sleep-ms per local step, so under esync the
  * fast ones take more local steps per round; each prints its step counts.
  * --die-in N: the last worker kills itself in round N after a local step.
+ * --hang-in N: the last worker falls silent (sleeps --hang-s seconds, still
+ * connected) in round N; the State Server drops it, the others go on.
  * --tolerance X: relative (absolute below 1), for deltas weighted by steps,
  *               which are not exact.
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
@@ -34,7 +36,7 @@ static const strata_dtype_t dtypes[NT] = {STRATA_FP32, STRATA_FP64,
                                           STRATA_FP32};
 
 typedef struct opts {
-    int rounds, die_in, sleep_ms;
+    int rounds, die_in, sleep_ms, hang_in, hang_s;
     bool distinct;
     double tol; /* relative: deltas weighted by steps are not exact */
 } opts_t;
@@ -130,6 +132,8 @@ static int one_round(strata_ctx_t *ctx, const opts_t *o, int w, int last, int r,
         steps++;
         if (r == o->die_in && w == last)
             raise(SIGKILL);
+        if (r == o->hang_in && w == last && steps == 1)
+            sleep((unsigned)o->hang_s); /* connected, but silent */
         if ((st = strata_round_ready(ctx, now_s() - t0, &ready)) != STRATA_OK)
             return fail_status("strata_round_ready", st);
     }
@@ -151,7 +155,7 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
         int steps;
         if ((rc = one_round(ctx, o, w, nw - 1, r, &steps)) != 0)
             return rc;
-        int n = r >= o->die_in ? nw - 1 : nw; /* equal deltas if one died */
+        int n = r >= o->die_in || r >= o->hang_in ? nw - 1 : nw;
         double sum = 0;
         for (int v = 0; v < n; v++)
             sum += o->distinct ? (v + 1) * (r + 1) : r + 1;
@@ -178,9 +182,15 @@ int main(int argc, char **argv)
         {"die-in", required_argument, NULL, 'd'},
         {"sleep-ms", required_argument, NULL, 's'},
         {"tolerance", required_argument, NULL, 't'},
+        {"hang-in", required_argument, NULL, 'h'},
+        {"hang-s", required_argument, NULL, 'H'},
         {NULL, 0, NULL, 0},
     };
-    opts_t o = {.rounds = 4, .die_in = 1 << 30, .sleep_ms = 1};
+    opts_t o = {.rounds = 4,
+                .die_in = 1 << 30,
+                .sleep_ms = 1,
+                .hang_in = 1 << 30,
+                .hang_s = 8};
     int c;
     while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
         if (c == 'r')
@@ -193,6 +203,10 @@ int main(int argc, char **argv)
             o.sleep_ms = atoi(optarg);
         else if (c == 't')
             o.tol = atof(optarg);
+        else if (c == 'h')
+            o.hang_in = atoi(optarg);
+        else if (c == 'H')
+            o.hang_s = atoi(optarg);
         else
             return 2;
     }

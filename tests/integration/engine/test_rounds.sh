@@ -2,7 +2,8 @@
 # Rounds of model deltas, exact after every round: fedavg's fixed steps,
 # esync blocking and non-blocking (fast workers take more local steps),
 # deltas weighted by local steps, fp32 and fp64; a worker killed during an
-# esync round and one during a fedavg round are dropped and the others go on.
+# esync round and one during a fedavg round are dropped and the others go on,
+# as is one that falls silent during an esync round.
 RUN=$1 EXACT=$2 TRANSPORT=$3
 source "$(dirname "$0")/common.sh"
 export STRATA_TRANSPORT=$TRANSPORT
@@ -54,4 +55,12 @@ for p in esync fedavg; do
   grep -q "dropping worker rank 4" "$LDIR/0.log" ||
     fail "$p: the coordinator did not say it dropped worker rank 4: $(cat "$LDIR/0.log")"
 done
+# A worker that falls silent (still connected) in round 1 of esync: the
+# State Server drops it after the timeout, the others finish every round.
+within 20 by_hand 3 2 env STRATA_POLICY=esync STRATA_TRANSPORT=$TRANSPORT \
+  "$EXACT" --rounds 4 --check equal --hang-in 1 --hang-s 5
+for r in 2 3; do expect_rank $r 0 "4 rounds exact"; done
+for r in 0 1; do expect_rank $r 0 ""; done
+grep -q "dropping worker rank 4.*silent" "$LDIR/0.log" ||
+  fail "esync: the silent worker was not dropped: $(cat "$LDIR/0.log")"
 echo "fedavg, esync (blocking, non-blocking, weighted) and a killed worker hold over $TRANSPORT"
