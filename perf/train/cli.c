@@ -21,6 +21,7 @@ enum {
     OPT_BASE_MS,
     OPT_JITTER,
     OPT_NONIID,
+    OPT_TRAIN_SIZE,
     OPT_BATCH,
     OPT_HIDDEN,
     OPT_LR,
@@ -49,6 +50,7 @@ static const struct option options[] = {
     {"base-ms", required_argument, NULL, OPT_BASE_MS},
     {"jitter", required_argument, NULL, OPT_JITTER},
     {"noniid", no_argument, NULL, OPT_NONIID},
+    {"train-size", required_argument, NULL, OPT_TRAIN_SIZE},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"hidden", required_argument, NULL, OPT_HIDDEN},
     {"lr", required_argument, NULL, OPT_LR},
@@ -91,6 +93,8 @@ void perf_cli_usage(FILE *out)
         "time)\n"
         "  --jitter F          scale each step by a uniform 1 +- F (0)\n"
         "  --noniid            shard the training set by class\n"
+        "  --train-size N      train on a seeded subset of N samples "
+        "(all)\n"
         "  --batch N           minibatch per worker (32)\n"
         "  --hidden N          hidden units (256)\n"
         "  --lr X              learning rate (0.1)\n"
@@ -155,6 +159,7 @@ static const number_opt_t numbers[] = {
     {OPT_BUDGET, 0.1, 86400, SC_OFF(budget_s), 'd', 1},
     {OPT_BASE_MS, 0.01, 60000, SC_OFF(base_step_s), 'd', 1e-3},
     {OPT_JITTER, 0, 0.9, SC_OFF(jitter), 'd', 1},
+    {OPT_TRAIN_SIZE, 0, 60000, SC_OFF(train_size), 'i', 1},
     {OPT_BATCH, 1, 65536, SC_OFF(batch), 'i', 1},
     {OPT_HIDDEN, 1, 65536, SC_OFF(hidden), 'i', 1},
     {OPT_LR, 0, 1e3, SC_OFF(lr), 'd', 1},

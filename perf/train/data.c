@@ -333,6 +333,37 @@ static void shuffle(uint32_t *a, size_t n, perf_rng_t *rng)
     }
 }
 
+/* A seeded permutation of 0..n-1, in memory the caller frees. */
+static uint32_t *permutation(size_t n, uint64_t seed)
+{
+    uint32_t *all = malloc(n * sizeof(*all));
+    if (!all) {
+        perf_error("cannot allocate the index of %zu samples", n);
+        return NULL;
+    }
+    perf_rng_t rng;
+    perf_rng_seed(&rng, seed);
+    for (size_t i = 0; i < n; i++)
+        all[i] = (uint32_t)i;
+    shuffle(all, n, &rng);
+    return all;
+}
+
+strata_status_t perf_dataset_sample(const perf_dataset_t *ds, size_t n,
+                                    uint64_t seed, perf_dataset_t *out)
+{
+    if (n == 0 || n > ds->count) {
+        perf_error("cannot take %zu samples from %zu", n, ds->count);
+        return STRATA_ERR_INVALID;
+    }
+    uint32_t *all = permutation(ds->count, seed);
+    if (!all)
+        return STRATA_ERR_NOMEM;
+    strata_status_t st = perf_dataset_subset(ds, all, n, out);
+    free(all);
+    return st;
+}
+
 /* All indices in class order, stable inside a class (counting sort). */
 static void order_by_class(const perf_dataset_t *ds, uint32_t *all)
 {
@@ -355,20 +386,11 @@ strata_status_t perf_shard_make(const perf_dataset_t *ds, int shards, int index,
                    ds->count);
         return STRATA_ERR_INVALID;
     }
-    uint32_t *all = malloc(ds->count * sizeof(*all));
-    if (!all) {
-        perf_error("cannot allocate the index of %zu samples", ds->count);
+    uint32_t *all = permutation(ds->count, seed);
+    if (!all)
         return STRATA_ERR_NOMEM;
-    }
-    if (by_class) {
+    if (by_class)
         order_by_class(ds, all);
-    } else {
-        perf_rng_t rng;
-        perf_rng_seed(&rng, seed);
-        for (size_t i = 0; i < ds->count; i++)
-            all[i] = (uint32_t)i;
-        shuffle(all, ds->count, &rng);
-    }
     size_t lo = ds->count * (size_t)index / (size_t)shards;
     size_t hi = ds->count * (size_t)(index + 1) / (size_t)shards;
     memmove(all, all + lo, (hi - lo) * sizeof(*all));

@@ -65,6 +65,10 @@ strata_status_t perf_dataset_subset(const perf_dataset_t *ds,
                                     const uint32_t *idx, size_t n,
                                     perf_dataset_t *out);
 
+/* A seeded random n of the samples of ds (n <= ds->count). */
+strata_status_t perf_dataset_sample(const perf_dataset_t *ds, size_t n,
+                                    uint64_t seed, perf_dataset_t *out);
+
 /* Copy samples idx[0..n) as model inputs into x_out (n x dim) and their
  * labels into y_out. */
 void perf_dataset_gather(const perf_dataset_t *ds, const uint32_t *idx,

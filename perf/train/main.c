@@ -62,7 +62,7 @@ static int compare(const perf_cli_t *cli)
         return 1;
     }
     const perf_scenario_t *sc = &cli->sc;
-    perf_report_scenario(stdout, sc, d.compute_s);
+    perf_report_scenario(stdout, sc, d.train.count, d.compute_s);
     if (d.compute_s > 0.5 * sc->base_step_s)
         perf_warn("a minibatch takes %.2f ms, more than half the %.2f ms "
                   "step of a x1 worker: the CPU, not the speeds, will set "

@@ -10,7 +10,7 @@
 #include "perf/train/report.h"
 
 void perf_report_scenario(FILE *out, const perf_scenario_t *sc,
-                          double compute_s)
+                          size_t train_count, double compute_s)
 {
     fprintf(out, "scenario %s: %d workers (speeds", sc->name, sc->workers);
     for (int i = 0; i < sc->workers;) {
@@ -24,10 +24,12 @@ void perf_report_scenario(FILE *out, const perf_scenario_t *sc,
     }
     fprintf(out,
             "), %d aggregator%s; step %.1f ms at x1 (compute %.2f ms), "
-            "batch %d, lr %g, %s data; target %.2f, budget %.0f s\n",
+            "batch %d, lr %g, %zu %s training samples; target %.2f, budget "
+            "%.0f s\n",
             sc->aggregators, sc->aggregators > 1 ? "s" : "",
             sc->base_step_s * 1e3, compute_s * 1e3, sc->batch, sc->lr,
-            sc->noniid ? "non-iid" : "iid", sc->target_acc, sc->budget_s);
+            train_count, sc->noniid ? "non-iid" : "iid", sc->target_acc,
+            sc->budget_s);
 }
 
 static void human_bytes(uint64_t b, char *buf, size_t len)

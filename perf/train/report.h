@@ -12,7 +12,7 @@
 
 /* One line describing the scenario, e.g. "16 workers (x1 x4, ...)". */
 void perf_report_scenario(FILE *out, const perf_scenario_t *sc,
-                          double compute_s);
+                          size_t train_count, double compute_s);
 
 /* Time to target, speed-up over bsp (or over the first policy when bsp did
  * not run), final accuracy and traffic of every policy. */

@@ -106,6 +106,18 @@ free_all:
     return t[TRIALS / 2];
 }
 
+/* Replace ds by a seeded random n of its samples. */
+static strata_status_t take_subset(perf_dataset_t *ds, size_t n, uint64_t seed)
+{
+    perf_dataset_t sub;
+    strata_status_t st = perf_dataset_sample(ds, n, seed, &sub);
+    if (st != STRATA_OK)
+        return st;
+    perf_dataset_free(ds);
+    *ds = sub;
+    return STRATA_OK;
+}
+
 strata_status_t perf_driver_prepare(perf_driver_t *d, const perf_scenario_t *sc,
                                     const char *data_dir, const char *launcher)
 {
@@ -116,6 +128,9 @@ strata_status_t perf_driver_prepare(perf_driver_t *d, const perf_scenario_t *sc,
         st = perf_dataset_load(data_dir, "t10k", &d->test);
     if (st == STRATA_OK)
         st = perf_dataset_load(data_dir, "train", &d->train);
+    if (st == STRATA_OK && sc->train_size > 0 &&
+        (size_t)sc->train_size < d->train.count)
+        st = take_subset(&d->train, (size_t)sc->train_size, sc->seed);
     if (st != STRATA_OK)
         return st;
     if (d->train.dim != d->test.dim) {

@@ -41,6 +41,7 @@ typedef struct perf_scenario {
     double target_acc; /* test accuracy whose time is measured */
     double eval_s;     /* interval between evaluations */
     bool noniid;
+    int train_size; /* training samples used (a seeded subset), 0: all */
     int batch;
     int hidden; /* units of the MLP's hidden layer */
     double lr;

@@ -308,6 +308,31 @@ static void noniid_shards_hold_few_classes(void **state)
     perf_dataset_free(&ds);
 }
 
+static void sample_takes_distinct_samples_by_seed(void **state)
+{
+    (void)state;
+    perf_dataset_t ds = synthetic(), a, b;
+    assert_int_equal(perf_dataset_sample(&ds, 30, 7, &a), STRATA_OK);
+    assert_int_equal(perf_dataset_sample(&ds, 30, 7, &b), STRATA_OK);
+    assert_int_equal(a.count, 30);
+    int seen[100] = {0};
+    for (size_t i = 0; i < a.count; i++) {
+        uint8_t k = a.pixels[i]; /* the sample's index in ds */
+        assert_int_equal(a.labels[i], ds.labels[k]);
+        assert_int_equal(seen[k]++, 0);
+        assert_int_equal(b.pixels[i], k); /* the same seed, the same set */
+    }
+    int first_30 = 1;
+    for (int k = 0; k < 30; k++)
+        first_30 &= seen[k];
+    assert_false(first_30); /* a random subset, not the first ones */
+    assert_int_equal(perf_dataset_sample(&ds, 101, 7, &b), STRATA_ERR_INVALID);
+    assert_int_equal(perf_dataset_sample(&ds, 0, 7, &b), STRATA_ERR_INVALID);
+    perf_dataset_free(&a);
+    perf_dataset_free(&b);
+    perf_dataset_free(&ds);
+}
+
 static void sampler_covers_each_epoch_once(void **state)
 {
     (void)state;
@@ -374,6 +399,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test(iid_shards_partition_the_set),
         cmocka_unit_test(noniid_shards_hold_few_classes),
+        cmocka_unit_test(sample_takes_distinct_samples_by_seed),
         cmocka_unit_test(sampler_covers_each_epoch_once),
         cmocka_unit_test(standardize_centres_the_inputs),
     };
