@@ -41,4 +41,5 @@ void perf_pace_end(perf_pace_t *p)
             ;
     }
     p->last_s = (double)(perf_now_ns() - p->begin_ns) * 1e-9;
+    p->paced_s += p->last_s;
 }

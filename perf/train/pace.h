@@ -20,6 +20,7 @@ typedef struct perf_pace {
     uint64_t overruns; /* steps whose compute alone exceeded the padding */
     double compute_s;  /* summed compute time, before padding */
     double last_s;     /* the last step, padding included */
+    double paced_s;    /* summed step time, padding included */
 } perf_pace_t;
 
 void perf_pace_init(perf_pace_t *p, double factor, double base_s, double jitter,

@@ -26,6 +26,9 @@ typedef struct worker {
     bool reporter; /* hands the driver the model to evaluate */
     int64_t deadline_ns;
     uint64_t rounds;
+    uint64_t epoch;       /* of the sampler, at the last epoch end */
+    uint64_t epoch_steps; /* pace.steps then */
+    double epoch_paced_s; /* pace.paced_s then */
 
     perf_dataset_t train; /* this worker's shard */
     perf_sampler_t sampler;
@@ -143,6 +146,22 @@ static void publish(worker_t *w, bool global)
         perf_board_offer(w->board, w->params);
 }
 
+/* At the end of each pass over the shard, tell the engine how long this
+ * worker's steps take (what GSSP groups by). Its own paced time, not the
+ * wall time between steps: in a synchronous group every member waits for
+ * the slowest, and the wall time would make them all look alike. */
+static strata_status_t end_epoch(worker_t *w)
+{
+    if (w->sampler.epoch == w->epoch)
+        return STRATA_OK;
+    uint64_t steps = w->pace.steps - w->epoch_steps;
+    double mean = (w->pace.paced_s - w->epoch_paced_s) / (double)steps;
+    w->epoch = w->sampler.epoch;
+    w->epoch_steps = w->pace.steps;
+    w->epoch_paced_s = w->pace.paced_s;
+    return perf_dist_epoch_end(w->dist, mean);
+}
+
 static bool time_left(const worker_t *w)
 {
     return perf_now_ns() < w->deadline_ns;
@@ -167,6 +186,8 @@ static strata_status_t drive_gradient(worker_t *w)
         minibatch(w);
         perf_pace_end(&w->pace);
         strata_status_t st = perf_dist_step(w->dist);
+        if (st == STRATA_OK)
+            st = end_epoch(w);
         if (st != STRATA_OK)
             return st;
         publish(w, true);

@@ -72,6 +72,7 @@ static void pacing_pads_and_counts_overruns(void **state)
     assert_int_equal(p.overruns, 1);
     assert_int_equal(p.steps, 2);
     assert_true(p.compute_s >= 0.015);
+    assert_true(p.paced_s >= 0.010 + 0.015); /* both steps, as they took */
 }
 
 int main(void)
