@@ -14,6 +14,7 @@ enum {
     OPT_SCENARIO = 256,
     OPT_SPEEDS,
     OPT_AGGREGATORS,
+    OPT_GROUPS,
     OPT_POLICY,
     OPT_COMPARE,
     OPT_TARGET,
@@ -43,6 +44,7 @@ static const struct option options[] = {
     {"scenario", required_argument, NULL, OPT_SCENARIO},
     {"speeds", required_argument, NULL, OPT_SPEEDS},
     {"aggregators", required_argument, NULL, OPT_AGGREGATORS},
+    {"groups", required_argument, NULL, OPT_GROUPS},
     {"policy", required_argument, NULL, OPT_POLICY},
     {"compare", required_argument, NULL, OPT_COMPARE},
     {"target-acc", required_argument, NULL, OPT_TARGET},
@@ -77,11 +79,13 @@ void perf_cli_usage(FILE *out)
         "                    [--policy P | --compare P1,P2,...] [options]\n"
         "Trains an MLP on Fashion-MNIST with one process per worker on this\n"
         "host, once per policy, and reports the time to a test accuracy.\n"
-        "  --scenario NAME     gssp16 (16 workers at x1/x2/x4/x8, 4 "
-        "aggregators)\n"
+        "  --scenario NAME     gssp16 (16 workers at x1/x2/x4/x8 in 4 "
+        "groups,\n"
+        "                      4 aggregators)\n"
         "                      or esync6 (4 workers at x1, 2 at x100)\n"
         "  --speeds LIST       slowdown factor per worker: 1,1,2,2 or 1x4,8x4\n"
         "  --aggregators N     aggregator processes (default 1)\n"
+        "  --groups N          GSSP's speed groups (0: by STRATA_GVF)\n"
         "  --policy P          one of local, bsp, ssp, asp, gssp, "
         "gssp+gdtopk,\n"
         "                      esync, fedavg (local: sequential SGD, no "
@@ -155,6 +159,7 @@ typedef struct number_opt {
 #define SC_OFF(field) offsetof(perf_scenario_t, field)
 static const number_opt_t numbers[] = {
     {OPT_AGGREGATORS, 1, PERF_MAX_AGGREGATORS, SC_OFF(aggregators), 'i', 1},
+    {OPT_GROUPS, 0, PERF_MAX_WORKERS, SC_OFF(groups), 'i', 1},
     {OPT_TARGET, 0.01, 0.99, SC_OFF(target_acc), 'd', 1},
     {OPT_BUDGET, 0.1, 86400, SC_OFF(budget_s), 'd', 1},
     {OPT_BASE_MS, 0.01, 60000, SC_OFF(base_step_s), 'd', 1e-3},

@@ -22,8 +22,11 @@ void perf_report_scenario(FILE *out, const perf_scenario_t *sc,
             fprintf(out, "*%d", n);
         i += n;
     }
+    fprintf(out, ")");
+    if (sc->groups)
+        fprintf(out, " in %d gssp groups", sc->groups);
     fprintf(out,
-            "), %d aggregator%s; step %.1f ms at x1 (compute %.2f ms), "
+            ", %d aggregator%s; step %.1f ms at x1 (compute %.2f ms), "
             "batch %d, lr %g, %zu %s training samples; target %.2f, budget "
             "%.0f s\n",
             sc->aggregators, sc->aggregators > 1 ? "s" : "",

@@ -258,6 +258,8 @@ static void set_job_env(const perf_driver_t *d, const perf_policy_t *p)
     setenv_fmt("STRATA_LR", "%.17g", sc->lr);
     setenv_fmt("STRATA_MOMENTUM", "%.17g", sc->momentum);
     setenv_fmt("STRATA_STALENESS", "%d", sc->staleness);
+    if (sc->groups > 0 && strcmp(p->engine, "gssp") == 0)
+        setenv_fmt("STRATA_GROUPS", "%d", sc->groups);
     setenv("STRATA_GDTOPK", p->gdtopk ? "1" : "0", 1);
     setenv_fmt("STRATA_FEDAVG_STEPS", "%d", sc->fedavg_steps);
 }

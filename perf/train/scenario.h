@@ -34,6 +34,7 @@ typedef struct perf_scenario {
     char name[32]; /* named scenario, or "custom" */
     int workers;
     int aggregators;
+    int groups; /* GSSP's speed groups (STRATA_GROUPS), 0: the engine's */
     double speeds[PERF_MAX_WORKERS]; /* slowdown factor per worker, >= 1 */
     double base_step_s;              /* padded step time of a x1 worker */
     double jitter;     /* each step's padding is scaled by 1 +- jitter */
