@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A tiny distributed strata-train run: 2 workers at different speeds and 2
-# aggregators over shm, under bsp, asp and esync. Each job must end on its
-# own (the driver fails a job that outstays its budget), every worker must
-# have trained and pushed through the engine, and the model must learn.
+# aggregators over shm, under bsp, asp, esync and gssp. Each job must end on
+# its own (the driver fails a job that outstays its budget), every worker
+# must have trained and pushed through the engine, and the model must learn.
 set -euo pipefail
 train=$1
 out=$(mktemp -d)
@@ -42,4 +42,14 @@ grep -q "^bsp .*clocks g0=" "$out/log" || fail "no live bsp progress line"
 grep -q "^asp .*clocks g0=.* g1=" "$out/log" ||
   fail "no per-worker clocks in asp's progress lines"
 grep -q "^esync .* round [0-9]" "$out/log" || fail "no rounds in esync's lines"
+# GSSP: the workers' epoch ends (every 31 steps on 2,000 samples) report
+# their paces, and the engine splits the two into groups of their own.
+STRATA_TIMEOUT_MS=5000 "$train" --speeds 1,2 --aggregators 2 --policy gssp \
+    --groups 2 --train-size 2000 --budget 2 --eval-every 0.5 --base-ms 2 \
+    --json "$out/g.json" --no-plot >"$out/glog" 2>&1 ||
+  { cat "$out/glog"; fail "gssp exited with $?"; }
+cat "$out/glog"
+grep -q '"policy": "gssp".*"ok": true' "$out/g.json" || fail "gssp failed"
+grep -q "^gssp .*clocks g0=[0-9]* g1=[0-9]*" "$out/glog" ||
+  fail "gssp never split the workers into two groups"
 echo "PASS"
