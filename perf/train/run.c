@@ -462,6 +462,19 @@ static void warn_overruns(const job_t *j)
               j->p->name, 100.0 * (double)r->overruns / (double)r->steps);
 }
 
+/* GDTopK pushes fewer bytes than the model per step; if it did not, the
+ * comparison is of plain gssp under another name, and the user should know. */
+static void warn_dense(const job_t *j)
+{
+    const perf_result_t *r = j->r;
+    uint64_t model = perf_mlp_param_count(&j->d->dims) * sizeof(float);
+    if (!j->p->gdtopk || r->steps == 0 || r->bytes_pushed < r->steps * model)
+        return;
+    perf_warn("%s: %.0f bytes pushed per step, the whole model: the engine "
+              "did not sparsify the pushes",
+              j->p->name, (double)r->bytes_pushed / (double)r->steps);
+}
+
 static strata_status_t check_exit(const job_t *j, int status)
 {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
@@ -509,6 +522,7 @@ strata_status_t perf_driver_run(perf_driver_t *d, int p, perf_result_t *out)
         out->job_s = (double)(perf_now_ns() - j.launched_ns) * 1e-9;
         collect(&j);
         warn_overruns(&j);
+        warn_dense(&j);
     }
     out->ok = st == STRATA_OK;
     perf_board_close(j.b);
