@@ -112,21 +112,29 @@ static void eng_rg_send(strata_ctx_t *ctx, eng_member_t *m, eng_wbuf_t *msg)
 
 static void eng_rg_maybe_classify(strata_ctx_t *ctx);
 
-static void eng_rg_go(strata_ctx_t *ctx)
+/* Every live worker is told its group and that group's speed rank: RANK
+ * after a classification, GO (to the frozen ones) after a regroup. */
+static void eng_rg_tell(strata_ctx_t *ctx, eng_msg_type_t type)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     unsigned char buf[32];
     eng_wbuf_t msg;
     for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++) {
         eng_member_t *m = eng_live_worker(ctx, w);
-        if (!m || rg->frozen_at[w] < 0)
+        if (!m || (type == ENG_MSG_GO && rg->frozen_at[w] < 0))
             continue;
-        const eng_segment_t *s = eng_members_current(rg->members, w);
-        eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_GO);
-        eng_put_u32(&msg, s->group);
-        eng_put_f64(&msg, eng_grouping_rank(rg->grouping, s->group));
+        uint32_t g = eng_members_current(rg->members, w)->group;
+        eng_wbuf_init(&msg, buf, sizeof(buf), type);
+        eng_put_u32(&msg, g);
+        eng_put_f64(&msg, eng_grouping_rank(rg->grouping, g));
         eng_rg_send(ctx, m, &msg);
     }
+}
+
+static void eng_rg_go(strata_ctx_t *ctx)
+{
+    eng_regroup_t *rg = ctx->coord->rg;
+    eng_rg_tell(ctx, ENG_MSG_GO);
     eng_info("regroup %u done: %u groups (GVF %.3f)", rg->gen,
              eng_grouping_count(rg->grouping), eng_grouping_gvf(rg->grouping));
     rg->phase = ENG_RG_IDLE;
@@ -290,24 +298,6 @@ static void eng_rg_freeze(strata_ctx_t *ctx)
         eng_rg_frozen_all(ctx);
 }
 
-/* Every worker learns its group's speed rank (GDTopK's ratio). */
-static void eng_rg_ranks(strata_ctx_t *ctx)
-{
-    eng_regroup_t *rg = ctx->coord->rg;
-    unsigned char buf[32];
-    eng_wbuf_t msg;
-    for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++) {
-        eng_member_t *m = eng_live_worker(ctx, w);
-        if (!m)
-            continue;
-        uint32_t g = eng_members_current(rg->members, w)->group;
-        eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_RANK);
-        eng_put_u32(&msg, g);
-        eng_put_f64(&msg, eng_grouping_rank(rg->grouping, g));
-        eng_rg_send(ctx, m, &msg);
-    }
-}
-
 /* Once every live worker has ended the next epoch: classify, and regroup
  * if the grouping changed. */
 static void eng_rg_maybe_classify(strata_ctx_t *ctx)
@@ -330,8 +320,8 @@ static void eng_rg_maybe_classify(strata_ctx_t *ctx)
                  strata_strerror(st));
         return;
     }
-    if (!changed) {
-        eng_rg_ranks(ctx);
+    if (!changed) { /* ranks may have changed: GDTopK's ratios */
+        eng_rg_tell(ctx, ENG_MSG_RANK);
         return;
     }
     eng_info("epoch %u: regrouping into %u groups", rg->classified,
