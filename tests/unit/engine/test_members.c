@@ -1,0 +1,97 @@
+/* Group membership segments: which pushes make up each group clock, across
+ * moves, so that a regroup loses no push and counts none twice. (That no
+ * group clock is completed twice is the coordinator's choice of the join
+ * clock, checked end to end by tests/integration/engine/test_gssp.sh.) */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "engine/members.h"
+
+/* For every group clock below `upto`, how many times each worker's push
+ * w_clock is counted: each must be counted exactly once for every push
+ * the worker made (below its clock `pushed`). */
+static void each_push_once(const eng_members_t *m, uint32_t groups,
+                           int64_t upto, const int64_t *pushed)
+{
+    uint32_t nw = eng_members_workers(m);
+    int count[4][64] = {{0}};
+    for (uint32_t g = 0; g < groups; g++)
+        for (int64_t c = 0; c < upto; c++) {
+            uint32_t n;
+            const uint32_t *mem = eng_members_of(m, g, &n);
+            for (uint32_t k = 0; k < n; k++) {
+                uint32_t seg;
+                int64_t wc;
+                if (eng_members_at(m, mem[k], g, c, &seg, &wc)) {
+                    assert_true(wc >= 0 && wc < 64);
+                    assert_int_equal(eng_members_find(m, mem[k], wc), seg);
+                    count[mem[k]][wc]++;
+                }
+            }
+        }
+    for (uint32_t w = 0; w < nw; w++)
+        for (int64_t wc = 0; wc < pushed[w]; wc++)
+            assert_int_equal(count[w][wc], 1);
+}
+
+static void moves_count_every_push_once(void **state)
+{
+    (void)state;
+    eng_members_t *m;
+    const uint32_t first[4] = {0, 0, 1, 1};
+    assert_int_equal(eng_members_create(4, 3, first, &m), STRATA_OK);
+    /* Group 0 (workers 0, 1) is at clock 10, group 1 (2, 3) at 4. Swap
+     * them: 0 and 1 join group 1 past its clocks (J = 10, where the movers
+     * were), 2 and 3 join group 0 past every clock it reached (10). */
+    assert_int_equal(eng_members_move(m, 0, 10, 1, 10), STRATA_OK);
+    assert_int_equal(eng_members_move(m, 1, 10, 1, 10), STRATA_OK);
+    assert_int_equal(eng_members_move(m, 2, 4, 0, 10), STRATA_OK);
+    assert_int_equal(eng_members_move(m, 3, 4, 0, 10), STRATA_OK);
+    /* Group 1's clocks 4..9 have no member: nobody pushes into them. */
+    uint32_t seg;
+    int64_t wc;
+    assert_false(eng_members_at(m, 2, 1, 5, &seg, &wc));
+    assert_false(eng_members_at(m, 0, 1, 5, &seg, &wc));
+    assert_true(eng_members_at(m, 0, 1, 10, &seg, &wc));
+    assert_int_equal(seg, 1);
+    assert_int_equal(wc, 10);
+    assert_true(eng_members_at(m, 2, 0, 10, &seg, &wc));
+    assert_int_equal(wc, 4);
+    /* Worker 3 moves again, into the empty group 2, then back to 0. */
+    assert_int_equal(eng_members_move(m, 3, 8, 2, 14), STRATA_OK);
+    assert_int_equal(eng_members_move(m, 3, 12, 0, 30), STRATA_OK);
+    assert_int_equal(eng_members_nsegments(m, 3), 4);
+    assert_int_equal(eng_members_current(m, 3)->group, 0);
+    assert_int_equal(eng_members_current(m, 3)->offset, 18);
+    const int64_t pushed[4] = {20, 20, 20, 20};
+    each_push_once(m, 3, 64, pushed);
+    eng_members_destroy(m);
+}
+
+static void bad_moves_are_refused(void **state)
+{
+    (void)state;
+    eng_members_t *m;
+    const uint32_t first[2] = {0, 5};
+    assert_int_equal(eng_members_create(2, 2, first, &m), STRATA_ERR_INVALID);
+    const uint32_t ok[2] = {0, 1};
+    assert_int_equal(eng_members_create(2, 2, ok, &m), STRATA_OK);
+    assert_int_equal(eng_members_move(m, 0, 5, 1, 5), STRATA_OK);
+    assert_int_equal(eng_members_move(m, 0, 4, 0, 9), STRATA_ERR_INVALID);
+    assert_int_equal(eng_members_move(m, 0, 6, 2, 9), STRATA_ERR_INVALID);
+    assert_int_equal(eng_members_move(m, 2, 6, 0, 9), STRATA_ERR_INVALID);
+    eng_members_destroy(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(moves_count_every_push_once),
+        cmocka_unit_test(bad_moves_are_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
