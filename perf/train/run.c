@@ -318,12 +318,16 @@ static void format_clocks(const perf_board_t *b, char *buf, size_t len)
         uint64_t c = atomic_load(&b->slots[i].clock);
         lo = c < lo ? c : lo;
         hi = c > hi ? c : hi;
-        int k = 0;
-        while (k < ng && ids[k] != g)
+        int k = 0; /* groups listed in order of their ids */
+        while (k < ng && ids[k] < g)
             k++;
-        if (k == ng) {
-            ids[ng] = g;
-            clocks[ng++] = c;
+        if (k == ng || ids[k] != g) {
+            memmove(ids + k + 1, ids + k, (size_t)(ng - k) * sizeof(*ids));
+            memmove(clocks + k + 1, clocks + k,
+                    (size_t)(ng - k) * sizeof(*clocks));
+            ids[k] = g;
+            clocks[k] = c;
+            ng++;
         } else if (c < clocks[k]) {
             clocks[k] = c;
         }
