@@ -126,15 +126,20 @@ static void pair_open(const char *const *settings)
     P->srv.ep = ev.ep;
 }
 
+/* Closes what pair_open() opened; endpoints already closed are NULL. */
 static void pair_close(void)
 {
-    tp_ep_close(P->cli.ep);
-    tp_ep_close(P->srv.ep);
+    if (P->cli.ep)
+        tp_ep_close(P->cli.ep);
+    if (P->srv.ep)
+        tp_ep_close(P->srv.ep);
     for (int i = 0; i < 10; i++)
         progress_both();
-    tp_listener_close(P->listener);
+    if (P->listener)
+        tp_listener_close(P->listener);
     tp_close(P->cli.ctx);
-    tp_close(P->srv.ctx);
+    if (P->srv.ctx)
+        tp_close(P->srv.ctx);
     free(P);
     P = NULL;
 }
@@ -423,15 +428,8 @@ static void deliberate_close(void **state)
     assert_int_equal(ev.status, STRATA_OK);
     assert_ptr_equal(ev.ep, P->cli.ep);
     assert_int_equal(tp_send(P->cli.ep, "x", 1, NULL), STRATA_ERR_STATE);
-    P->srv.ep = P->cli.ep; /* closed once by pair_close() */
-    tp_ep_close(P->cli.ep);
-    for (int i = 0; i < 10; i++)
-        progress_both();
-    tp_listener_close(P->listener);
-    tp_close(P->cli.ctx);
-    tp_close(P->srv.ctx);
-    free(P);
-    P = NULL;
+    P->srv.ep = NULL;
+    pair_close();
 }
 
 /* A peer killed with SIGKILL while writes are in flight: every pending
@@ -496,11 +494,8 @@ static void killed_peer(void **state)
     assert_true(took < timeout_ms + 1000);
     int status;
     assert_int_equal(waitpid(pid, &status, 0), pid);
-    tp_ep_close(P->cli.ep);
     tp_mr_dereg(smr);
-    tp_close(P->cli.ctx);
-    free(P);
-    P = NULL;
+    pair_close();
     close(pipefd[0]);
     close(pipefd[1]);
 }
@@ -522,12 +517,7 @@ static void wrong_secret(void **state)
     for (int i = 0; i < 1000; i++)
         progress_both();
     assert_int_equal(P->srv.head, P->srv.tail);
-    tp_ep_close(P->cli.ep);
-    tp_listener_close(P->listener);
-    tp_close(P->cli.ctx);
-    tp_close(P->srv.ctx);
-    free(P);
-    P = NULL;
+    pair_close();
 }
 
 /* Sleeping on the wait fd after tp_wait_arm() wakes for an arrival. */

@@ -63,6 +63,18 @@ static strata_status_t tp_verbs_post(tp_verbs_qp_t *qp, struct ibv_send_wr *wr,
 
 /* ---- queueing operations ---- */
 
+/* The next free operation of the ring, cleared; NULL when it is full. */
+static tp_verbs_op_t *tp_verbs_op_take(tp_verbs_ep_t *ep)
+{
+    if (ep->head - ep->tail == ep->nops)
+        return NULL;
+    tp_verbs_op_t *op = tp_verbs_op_at(ep, ep->head);
+    memset(op, 0, offsetof(tp_verbs_op_t, small));
+    op->seq = ep->head;
+    op->stage = -1;
+    return op;
+}
+
 static strata_status_t tp_verbs_op_new(tp_verbs_ep_t *ep, const char *what,
                                        tp_verbs_op_t **op_out)
 {
@@ -72,14 +84,8 @@ static strata_status_t tp_verbs_op_new(tp_verbs_ep_t *ep, const char *what,
                                                     : "disconnected");
         return STRATA_ERR_STATE;
     }
-    if (ep->head - ep->tail == ep->nops)
-        return STRATA_ERR_AGAIN;
-    tp_verbs_op_t *op = tp_verbs_op_at(ep, ep->head);
-    memset(op, 0, offsetof(tp_verbs_op_t, small));
-    op->seq = ep->head;
-    op->stage = -1;
-    *op_out = op;
-    return STRATA_OK;
+    *op_out = tp_verbs_op_take(ep);
+    return *op_out ? STRATA_OK : STRATA_ERR_AGAIN;
 }
 
 static void tp_verbs_op_queue(tp_verbs_ep_t *ep, tp_verbs_op_t *op)
@@ -167,12 +173,9 @@ strata_status_t tp_verbs_msg(tp_verbs_ep_t *ep, uint32_t type, const void *buf,
 {
     if (!tp_verbs_postable(ep))
         return STRATA_ERR_STATE;
-    if (ep->head - ep->tail == ep->nops)
+    tp_verbs_op_t *op = tp_verbs_op_take(ep);
+    if (!op)
         return STRATA_ERR_AGAIN;
-    tp_verbs_op_t *op = tp_verbs_op_at(ep, ep->head);
-    memset(op, 0, offsetof(tp_verbs_op_t, small));
-    op->seq = ep->head;
-    op->stage = -1;
     op->kind = TP_VERBS_OP_MSG;
     op->imm = type;
     strata_status_t st = tp_verbs_op_payload(ep, op, buf, len);
