@@ -80,6 +80,7 @@ static strata_status_t tp_verbs_open(const eng_config_t *cfg,
         return STRATA_ERR_NOMEM;
     }
     c->base.ops = &tp_verbs_ops;
+    tp_list_init(&c->mrs);
     c->base.caps = TP_CAP_REMOTE_ANY_MEMORY | TP_CAP_ZERO_COPY;
     c->base.timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
     c->thread_epfd = c->wait_epfd = c->stop_fd = c->notify_fd = c->timer_fd =

@@ -31,6 +31,7 @@
 
 #include "engine/alloc.h"
 #include "transport/auth.h"
+#include "transport/list.h"
 #include "transport/provider.h"
 #include "transport/verbs/verbs_gid.h"
 #include "transport/verbs/verbs_rcache.h"
@@ -250,7 +251,8 @@ struct tp_verbs_listener {
 };
 
 typedef struct tp_verbs_mr {
-    tp_mr_t base; /* first: provider.h */
+    tp_mr_t base;   /* first: provider.h */
+    tp_list_t link; /* ctx->mrs */
     tp_verbs_reg_t *reg;
     bool from_arena;      /* tp_mem_alloc(): free into the arena */
     struct ibv_mr *exact; /* the region alone, once exported */
@@ -285,20 +287,22 @@ struct tp_verbs_ctx {
     tp_auth_secret_t secret;
 
     tp_verbs_rcache_t rcache; /* local access: sources and buffers */
+    tp_list_t mrs;            /* regions, for tp_close */
     eng_arena_t *arena;       /* created on first use */
 
     tp_verbs_ep_t *eps;
     tp_verbs_listener_t *listeners;
     tp_verbs_ep_t *todo;
 
-    /* events not yet reported: a ring that grows */
+    /* events not yet reported: a power-of-two ring that grows */
     tp_event_t *evq;
-    uint32_t evq_cap, evq_head, evq_tail;
+    uint32_t evq_cap, evq_head, evq_tail; /* head, tail: free-running */
     /* receive buffers of RECV events reported by the last progress call */
     tp_verbs_rbuf_t **held;
     uint32_t nheld, held_cap;
 
     uint64_t next_tick_ns;
+    uint32_t calls; /* of tp_progress, to look at the clock every 8th */
 
     /* the async thread */
     pthread_t thread;
@@ -411,7 +415,7 @@ strata_status_t tp_verbs_post_bind(tp_verbs_qp_t *qp, struct ibv_mw *mw,
                                    struct ibv_mr *mr, uint32_t bind_id,
                                    uint32_t *rkey_out);
 void tp_verbs_pump(tp_verbs_ep_t *ep);
-void tp_verbs_rq_refill(tp_verbs_ep_t *ep);
+void tp_verbs_rq_refill(tp_verbs_ep_t *ep, bool force);
 void tp_verbs_credit_return(tp_verbs_ep_t *ep, bool force);
 void tp_verbs_op_finish(tp_verbs_ep_t *ep, tp_verbs_op_t *op);
 void tp_verbs_ops_fail(tp_verbs_ep_t *ep, strata_status_t status);

@@ -179,9 +179,9 @@ void tp_verbs_listener_close(tp_listener_t *base)
         if (!ep->visible && ep->state < TP_VERBS_EP_FAILED)
             tp_verbs_ep_fail(ep, STRATA_ERR_CANCELED);
     }
-    for (uint32_t i = c->evq_head; i != c->evq_tail; i = (i + 1) % c->evq_cap)
-        if (c->evq[i].listener == base)
-            c->evq[i].listener = NULL;
+    for (uint32_t i = c->evq_head; i != c->evq_tail; i++)
+        if (c->evq[i & (c->evq_cap - 1)].listener == base)
+            c->evq[i & (c->evq_cap - 1)].listener = NULL;
     rdma_destroy_id(l->id);
     if (l->prev)
         l->prev->next = l->next;
@@ -235,7 +235,7 @@ static strata_status_t tp_verbs_qp0_init(tp_verbs_ep_t *ep)
     st = tp_verbs_qp_modify(ep, &ep->qps[0], &ep->init, ep->init_mask);
     if (st != STRATA_OK)
         return st;
-    tp_verbs_rq_refill(ep);
+    tp_verbs_rq_refill(ep, true);
     return ep->nrfree ? STRATA_ERR_IO : STRATA_OK;
 }
 

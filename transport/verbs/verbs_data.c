@@ -368,9 +368,12 @@ bool tp_verbs_ep_drained(const tp_verbs_ep_t *ep)
 
 /* ---- receives and credits ---- */
 
-void tp_verbs_rq_refill(tp_verbs_ep_t *ep)
+/* Posts the free receive buffers again, in batches of an eighth of the
+ * queue (all of them when force), then returns credits if due. */
+void tp_verbs_rq_refill(tp_verbs_ep_t *ep, bool force)
 {
-    if (ep->nrfree == 0 || ep->state >= TP_VERBS_EP_FAILED)
+    if (ep->state >= TP_VERBS_EP_FAILED ||
+        ep->nrfree < (force ? 1 : (ep->rx_depth + 7) / 8))
         return;
     struct ibv_recv_wr wrs[64], *bad;
     struct ibv_sge sges[64];
@@ -409,7 +412,7 @@ void tp_verbs_credit_return(tp_verbs_ep_t *ep, bool force)
 {
     uint32_t fresh = ep->rq_posted - ep->rq_reported;
     if (ep->state != TP_VERBS_EP_CONNECTED ||
-        (!force && fresh < (ep->rx_depth + 3) / 4))
+        (!force && fresh < (ep->rx_depth + 1) / 2))
         return;
     tp_verbs_qp_t *qp = &ep->qps[0];
     if (!tp_verbs_sq_room(qp, 0))

@@ -401,7 +401,7 @@ void tp_verbs_todo_run(tp_verbs_ctx_t *c)
         tp_verbs_ep_t *next = ep->todo_next;
         ep->in_todo = false;
         if (ep->state < TP_VERBS_EP_FAILED) {
-            tp_verbs_rq_refill(ep);
+            tp_verbs_rq_refill(ep, false);
             tp_verbs_pump(ep);
         } else {
             if (!now)

@@ -88,6 +88,9 @@ strata_status_t tp_verbs_mem_init(tp_verbs_ctx_t *c)
 
 void tp_verbs_mem_fini(tp_verbs_ctx_t *c)
 {
+    tp_list_t *pos, *tmp; /* tp_close closes what is still open */
+    tp_list_for_each_safe(pos, tmp, &c->mrs)
+        tp_verbs_mr_dereg(&tp_container_of(pos, tp_verbs_mr_t, link)->base);
     eng_arena_destroy(c->arena);
     c->arena = NULL;
     if (c->rcache.ops.reg)
@@ -169,6 +172,7 @@ static strata_status_t tp_verbs_mr_new(tp_verbs_ctx_t *c, void *addr,
     mr->base = (tp_mr_t){&c->base, addr, len, access};
     mr->reg = reg;
     mr->from_arena = from_arena;
+    tp_list_add_tail(&c->mrs, &mr->link);
     *mr_out = &mr->base;
     return STRATA_OK;
 }
@@ -182,7 +186,7 @@ strata_status_t tp_verbs_mr_reg(tp_ctx_t *ctx, void *addr, size_t len,
         tp_verbs_rcache_get(&c->rcache, addr, len, access, &reg);
     if (st != STRATA_OK)
         return st;
-    st = tp_verbs_mr_new(c, addr, len, access, reg, NULL, mr_out);
+    st = tp_verbs_mr_new(c, addr, len, access, reg, false, mr_out);
     if (st != STRATA_OK)
         tp_verbs_rcache_put(&c->rcache, reg);
     return st;
@@ -218,6 +222,7 @@ void tp_verbs_mr_dereg(tp_mr_t *base)
     tp_verbs_rcache_put(&c->rcache, mr->reg);
     if (mr->from_arena)
         eng_arena_free(c->arena, base->addr);
+    tp_list_del(&mr->link);
     eng_free(mr);
 }
 
