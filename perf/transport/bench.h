@@ -29,7 +29,8 @@ typedef struct perf_tp_opts {
     bool memcpy_baseline; /* also time memcpy of the same sizes */
     bool bw, lat;
     size_t min_size, max_size;
-    int window; /* writes in flight in a bandwidth run */
+    int window;     /* writes in flight in a bandwidth run */
+    uint64_t iters; /* per size and measurement, 0: from the size */
 } perf_tp_opts_t;
 
 typedef struct perf_tp_result {

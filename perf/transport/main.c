@@ -18,17 +18,19 @@
 
 static void usage(FILE *f)
 {
-    fprintf(
-        f, "usage: strata-bench-transport [--provider tcp|shm|verbs]\n"
-           "         (--server [--bind ADDR] | --connect ADDR | --loopback)\n"
-           "         [--sizes MIN:MAX] [--bw-only | --lat-only]\n"
-           "         [--window N] [--poll spin|block] [--quick] [--json FILE]\n"
-           "Write bandwidth (decimal Gb/s of bytes landed at the peer) and\n"
-           "one-way latency (half a write ping-pong) for sizes doubling\n"
-           "from MIN to MAX (default 8:64M). --loopback forks a local\n"
-           "server. --poll block sleeps on the provider's wait fd when idle\n"
-           "(default: spin, as perftest). --quick runs a tenth of the\n"
-           "iterations.\n");
+    fprintf(f,
+            "usage: strata-bench-transport [--provider tcp|shm|verbs]\n"
+            "         (--server [--bind ADDR] | --connect ADDR | --loopback)\n"
+            "         [--sizes MIN:MAX] [--bw-only | --lat-only]\n"
+            "         [--window N] [--iters N] [--poll spin|block] [--quick]\n"
+            "         [--json FILE]\n"
+            "Write bandwidth (decimal Gb/s of bytes landed at the peer) and\n"
+            "one-way latency (half a write ping-pong) for sizes doubling\n"
+            "from MIN to MAX (default 8:64M). --loopback forks a local\n"
+            "server. --poll block sleeps on the provider's wait fd when idle\n"
+            "(default: spin, as perftest). --iters N: N writes per size in\n"
+            "each measurement, as perftest's -n (default: from the size);\n"
+            "--quick runs a tenth of the default iterations.\n");
 }
 
 /* "64", "4K", "64M": bytes. */
@@ -96,6 +98,12 @@ static int parse_opt(int c, const char *arg, perf_tp_opts_t *o)
     case 'w':
         o->window = atoi(arg);
         return 0;
+    case 'n':
+        o->iters = strtoull(arg, NULL, 10);
+        if (o->iters > 0)
+            return 0;
+        fprintf(stderr, "--iters %s: expected a positive count\n", arg);
+        return 2;
     case 'P':
         perf_tp_block = strcmp(arg, "block") == 0;
         if (perf_tp_block || strcmp(arg, "spin") == 0)
@@ -125,6 +133,7 @@ static int parse_args(int argc, char **argv, perf_tp_opts_t *o)
         {"bw-only", no_argument, 0, 'B'},
         {"lat-only", no_argument, 0, 'L'},
         {"window", required_argument, 0, 'w'},
+        {"iters", required_argument, 0, 'n'},
         {"poll", required_argument, 0, 'P'},
         {"quick", no_argument, 0, 'q'},
         {"memcpy", no_argument, 0, 'M'},

@@ -67,7 +67,8 @@ static int perf_bw_run(perf_tp_conn_t *c, size_t bytes, uint64_t iters,
 int perf_tp_measure_bw(perf_tp_conn_t *c, const perf_tp_opts_t *o,
                        perf_tp_result_t *r)
 {
-    r->bw_iters = perf_iters(r->bytes, 1e9, 16, 100000, o->quick);
+    r->bw_iters =
+        o->iters ? o->iters : perf_iters(r->bytes, 1e9, 16, 100000, o->quick);
     double secs;
     if (perf_bw_run(c, r->bytes, r->bw_iters / 8 + 1, o->window, &secs) ||
         perf_bw_run(c, r->bytes, r->bw_iters, o->window, &secs)) {
@@ -113,7 +114,8 @@ int perf_tp_measure_lat(perf_tp_conn_t *c, const perf_tp_opts_t *o,
                         perf_tp_result_t *r)
 {
     uint64_t warm = 16;
-    r->lat_iters = perf_iters(r->bytes, 256e6, 8, 5000, o->quick);
+    r->lat_iters =
+        o->iters ? o->iters : perf_iters(r->bytes, 256e6, 8, 5000, o->quick);
     double *t = eng_malloc(r->lat_iters * sizeof(*t)), sum = 0;
     if (!t)
         return -1;

@@ -17,5 +17,10 @@ n=$(grep -cE '^  \{"bytes": [0-9]+, "bw_gbps": [0-9.]+, "lat_us": [0-9.]+\},?$' 
 grep -q '"bytes": 65536,' "$json" || fail "no 64 KiB entry"
 STRATA_JOB_SECRET=bench-smoke "$bench" --provider "$provider" --loopback \
   --quick --poll block --sizes 8:8 --lat-only >/dev/null || fail "--lat-only failed"
+out=$(STRATA_JOB_SECRET=bench-smoke "$bench" --provider "$provider" --loopback \
+      --poll block --sizes 8:16 --iters 7) || fail "--iters 7 failed"
+[ "$(awk '$1 ~ /^[0-9]+$/ && $2 == 7 && $5 == 7' <<<"$out" | wc -l)" -eq 2 ] ||
+  fail "not 7 iterations for both sizes and measurements in: $out"
 "$bench" --provider "$provider" --loopback --sizes 9 >/dev/null 2>&1 && fail "--sizes 9 accepted"
+"$bench" --provider "$provider" --loopback --iters 0 >/dev/null 2>&1 && fail "--iters 0 accepted"
 exit 0
