@@ -2,41 +2,107 @@
 # The verbs targets of the transport issue, side by side in ONE soft-RoCE VM
 # run (only ratios within one run mean anything under TCG):
 #   bandwidth: strata-bench-transport --provider verbs vs perftest's
-#              ib_write_bw on rxe0, at 64 KiB .. 4 MiB (target >= 90 %);
-#   latency:   8-byte writes, t_typical of ib_write_lat vs the median of
-#              strata's write ping-pong (target <= 1.2x).
-# Each round runs perftest, then strata, so both see the same conditions;
-# the table shows the median of ROUNDS rounds.
+#              ib_write_bw on rxe0, 64 KiB .. 4 MiB (target >= 90 %);
+#   latency:   t_typical of ib_write_lat vs strata's write ping-pong
+#              (median one-way), 8 .. 512 bytes (target <= 1.2x).
 #
-#   scripts/bench-verbs-vm.sh BUILD_DIR [ROUNDS]      (default 3 rounds)
+#   scripts/bench-verbs-vm.sh BUILD_DIR [ROUNDS]      (default 5 rounds)
 #
-# perftest connects through rdma_cm (-R) at the VM's address, as Strata does.
-# Both sides busy-poll (perftest's default; strata --poll spin).
+# Method, the same for both tools:
+# - server and client are separate processes pinned to the VM's two vCPUs
+#   (taskset -c 0 / -c 1): unpinned, two busy-polling processes sometimes
+#   share one vCPU and every exchange waits for a time slice (~4 ms);
+# - perftest connects through rdma_cm (-R) to 198.18.0.1, as strata does;
+# - the same sizes and iteration counts (-n / --iters): 128 MiB per
+#   bandwidth size (at least 32 writes), 1000 ping-pongs per latency size;
+#   128 writes in flight (perftest's tx-depth, strata's --window);
+# - both sides busy-poll, as perftest does (its ib_write_bw server too,
+#   measured: 60 % of a vCPU); strata --poll spin;
+# - every round runs both tools on every size, the order alternating by
+#   round; the table shows medians over the rounds. `uptime` of the host
+#   before and after is printed: other load on the host slows TCG.
 set -euo pipefail
 
-sizes="65536 262144 1048576 4194304"
+bw_sizes="65536 262144 1048576 4194304"
+lat_sizes="8 64 512"
+
+bw_iters() { # SIZE: 128 MiB, at least 32 writes
+    local n=$(((128 << 20) / $1))
+    echo $((n > 32 ? n : 32))
+}
+
+# TOOL ARGS...: a perftest server on vCPU 0 and its client on vCPU 1, the
+# client retried until the server listens (TCG starts it slowly).
+perftest() {
+    local tool=$1 srv i out
+    shift
+    taskset -c 0 "$tool" "$@" >/dev/null 2>&1 &
+    srv=$!
+    for i in $(seq 30); do
+        sleep 1
+        if out=$(timeout 300 taskset -c 1 "$tool" "$@" "$SOFTROCE_ADDR" 2>&1); then
+            wait "$srv" || true
+            printf '%s\n' "$out"
+            return 0
+        fi
+    done
+    kill "$srv" 2>/dev/null || true
+    wait "$srv" 2>/dev/null || true
+    echo "bench-verbs-vm: $tool $* did not run" >&2
+}
+
+# ARGS...: a strata server on vCPU 0 and a client on vCPU 1 with ARGS; the
+# client's output.
+strata() {
+    local srv log addr i
+    log=$(mktemp)
+    taskset -c 0 "$bench" --provider verbs --server --poll spin \
+        --bind "$SOFTROCE_ADDR:0" --sizes 8:4M >"$log" 2>&1 &
+    srv=$!
+    for i in $(seq 600); do
+        addr=$(awk '/^listening on/ {print $3}' "$log")
+        [ -z "$addr" ] || break
+        sleep 0.1
+    done
+    timeout 600 taskset -c 1 "$bench" --provider verbs --connect "$addr" \
+        --poll spin "$@" 2>&1 || echo "bench-verbs-vm: strata $* failed" >&2
+    wait "$srv" || true
+    rm -f "$log"
+}
+
+perftest_bw() {
+    perftest ib_write_bw -R -d rxe0 -s "$1" -n "$(bw_iters "$1")" -t 128 \
+        --report_gbits -F | awk -v s="$1" '$1 == s {print s, $4}'
+}
+strata_bw() {
+    strata --bw-only --sizes "$1:$1" --iters "$(bw_iters "$1")" \
+        --window 128 | awk -v s="$1" '$1 == s {print s, $3}'
+}
+perftest_lat() {
+    perftest ib_write_lat -R -d rxe0 -s "$1" -n 1000 -F |
+        awk -v s="$1" '$1 == s {print s, $5}'
+}
+strata_lat() {
+    strata --lat-only --sizes "$1:$1" --iters 1000 |
+        awk -v s="$1" '$1 == s {print s, $6}'
+}
 
 inside() { # BUILD ROUNDS OUT: runs in the VM
-    local build=$1 rounds=$2 out=$3 addr=$SOFTROCE_ADDR r s
+    local rounds=$2 out=$3 r s first second
+    bench=$1/bin/strata-bench-transport
     export STRATA_JOB_SECRET=bench-verbs-vm
     for r in $(seq "$rounds"); do
-        for s in $sizes; do
-            ib_write_bw -R -d rxe0 -s "$s" -D 2 --report_gbits -F \
-                >/dev/null 2>&1 &
-            sleep 2
-            ib_write_bw -R -d rxe0 -s "$s" -D 2 --report_gbits -F "$addr" \
-                2>&1 | awk -v s="$s" '$1 == s {print s, $4}' \
-                >>"$out/perftest-bw.txt" || true
-            wait
+        if [ $((r % 2)) = 1 ]; then first=perftest second=strata; else
+            first=strata second=perftest; fi
+        for s in $bw_sizes; do
+            ${first}_bw "$s" >>"$out/$first-bw.txt"
+            ${second}_bw "$s" >>"$out/$second-bw.txt"
         done
-        ib_write_lat -R -d rxe0 -s 8 -n 1000 -F >/dev/null 2>&1 &
-        sleep 2
-        ib_write_lat -R -d rxe0 -s 8 -n 1000 -F "$addr" 2>&1 |
-            awk '$1 == 8 {print $5}' >>"$out/perftest-lat.txt" || true
-        wait
-        "$build/bin/strata-bench-transport" --provider verbs --loopback \
-            --sizes 8:4M --quick --poll spin \
-            --json "$out/strata-$r.json" >"$out/strata-$r.txt" 2>&1 || true
+        for s in $lat_sizes; do
+            ${first}_lat "$s" >>"$out/$first-lat.txt"
+            ${second}_lat "$s" >>"$out/$second-lat.txt"
+        done
+        echo "bench-verbs-vm: round $r of $rounds done" >&2
     done
 }
 
@@ -47,32 +113,40 @@ if [ "${1:-}" = --inside ]; then
 fi
 
 build=$(cd "${1:?usage: bench-verbs-vm.sh BUILD_DIR [ROUNDS]}" && pwd)
-rounds=${2:-3}
+rounds=${2:-5}
 here=$(cd "$(dirname "$0")" && pwd)
 [ -x "$build/bin/strata-bench-transport" ] || {
     echo "no $build/bin/strata-bench-transport: build first" >&2
     exit 1
 }
 out=$(mktemp -d "${TMPDIR:-/tmp}/bench-verbs.XXXXXX")
-echo "bench-verbs-vm: $rounds rounds; raw output in $out" >&2
-"$here/../tests/softroce/softroce-vm" --timeout 3600 --rw "$out" -- \
+echo "bench-verbs-vm: $rounds rounds; raw figures in $out" >&2
+echo "host before: $(uptime)"
+"$here/../tests/softroce/softroce-vm" --timeout 7200 --rw "$out" -- \
     "$here/bench-verbs-vm.sh" --inside "$build" "$rounds" "$out"
+echo "host after:  $(uptime)"
 
-median() { sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'; }
-# A column of strata's table for one size, over the rounds.
-strata_col() { cat "$out"/strata-*.txt | awk -v b="$1" -v c="$2" '$1 == b {print $c}'; }
+# FILE SIZE: the median of SIZE's figures in FILE.
+median() {
+    awk -v s="$2" '$1 == s {print $2}' "$1" 2>/dev/null | sort -g |
+        awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'
+}
+row() { # SIZE PERFTEST STRATA KIND: a line of the table
+    awk -v s="$1" -v p="${2:-0}" -v t="${3:-0}" -v k="$4" 'BEGIN {
+        r = k == "bw" ? (p > 0 ? 100 * t / p : 0) : (p > 0 ? t / p : 0)
+        printf "%10s %12.3f %12.3f %9s\n", s, p, t,
+               k == "bw" ? sprintf("%.0f%%", r) : sprintf("%.2fx", r) }'
+}
 
-printf '\nwrite bandwidth, Gb/s (median of %s rounds)\n' "$rounds"
-printf '%10s %12s %12s %8s\n' bytes ib_write_bw strata ratio
-for s in $sizes; do
-    p=$(awk -v s="$s" '$1 == s {print $2}' "$out/perftest-bw.txt" | median)
-    t=$(strata_col "$s" 3 | median)
-    awk -v s="$s" -v p="${p:-0}" -v t="${t:-0}" 'BEGIN {
-        printf "%10s %12.3f %12.3f %7.0f%%\n", s, p, t, p > 0 ? 100 * t / p : 0 }'
+printf '\nwrite bandwidth, Gb/s (median of %s rounds; target >= 90%%)\n' "$rounds"
+printf '%10s %12s %12s %9s\n' bytes ib_write_bw strata ratio
+for s in $bw_sizes; do
+    row "$s" "$(median "$out/perftest-bw.txt" "$s")" \
+        "$(median "$out/strata-bw.txt" "$s")" bw
 done
-p=$(median <"$out/perftest-lat.txt")
-t=$(strata_col 8 6 | median)
-printf '\n8-byte write latency, us (median of %s rounds)\n' "$rounds"
-awk -v p="${p:-0}" -v t="${t:-0}" 'BEGIN {
-    printf "ib_write_lat t_typical %.2f, strata %.2f: %.2fx\n", p, t,
-           p > 0 ? t / p : 0 }'
+printf '\none-way write latency, us (median of %s rounds; target <= 1.2x)\n' "$rounds"
+printf '%10s %12s %12s %9s\n' bytes ib_write_lat strata ratio
+for s in $lat_sizes; do
+    row "$s" "$(median "$out/perftest-lat.txt" "$s")" \
+        "$(median "$out/strata-lat.txt" "$s")" lat
+done
