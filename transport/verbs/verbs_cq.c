@@ -98,8 +98,15 @@ static void tp_verbs_wc_error(tp_verbs_qp_t *qp, const struct ibv_wc *wc,
                               const char *what)
 {
     tp_verbs_ep_t *ep = qp->ep;
-    if (ep->state >= TP_VERBS_EP_FAILED)
-        return; /* the flush of an earlier failure */
+    if (ep->state >= TP_VERBS_EP_FAILED) {
+        /* The flush of an earlier failure; or the cause of a disconnection
+         * whose rdma_cm event overtook it: a peer that refused an access
+         * fails and disconnects, and its DREQ may be seen before its NAK. */
+        if (wc->status == IBV_WC_WR_FLUSH_ERR || ep->error != STRATA_ERR_PEER ||
+            ep->disconnected_sent)
+            return;
+        ep->error = tp_verbs_wc_status(wc->status);
+    }
     eng_error("verbs: %s with %s failed on QP %u (%u of %u): %s: %s (vendor "
               "error %#x)",
               what, ep->base.peer, qp->qp->qp_num, qp->index, ep->nqps,
@@ -128,7 +135,11 @@ static void tp_verbs_send_done(tp_verbs_swr_t *s, const struct ibv_wc *wc)
             tp_verbs_export_bound(ep, t->bind_id);
         if (op) {
             op->wrs_out--;
-            if (wc->status != IBV_WC_SUCCESS && op->status == STRATA_OK)
+            if (t == s && wc->status != IBV_WC_SUCCESS &&
+                wc->status != IBV_WC_WR_FLUSH_ERR &&
+                (op->status == STRATA_OK || op->status == STRATA_ERR_PEER))
+                op->status = tp_verbs_wc_status(wc->status); /* its own */
+            else if (wc->status != IBV_WC_SUCCESS && op->status == STRATA_OK)
                 op->status = ep->error ? ep->error : STRATA_ERR_IO;
             tp_verbs_op_finish(ep, op);
         }
@@ -284,6 +295,13 @@ strata_status_t tp_verbs_progress(tp_ctx_t *ctx, tp_event_t *events, int max,
 {
     tp_verbs_ctx_t *c = tp_verbs_ctx(ctx);
     tp_verbs_held_release(c);
+    if (c->any_armed)
+        tp_verbs_cq_events_drain(c);
+    /* Completions first: an error completion names the cause of a
+     * disconnection better than the rdma_cm event that came with it.
+     * They wait in the CQ while many events wait here. */
+    if (c->evq_tail - c->evq_head < (uint32_t)max + 4 * TP_VERBS_CQ_BATCH)
+        tp_verbs_cq_poll(c);
     if (atomic_load_explicit(&c->pending, memory_order_relaxed)) {
         unsigned p = atomic_exchange(&c->pending, 0);
         if (p & TP_VERBS_PENDING_CM)
@@ -291,11 +309,6 @@ strata_status_t tp_verbs_progress(tp_ctx_t *ctx, tp_event_t *events, int max,
         if (p & TP_VERBS_PENDING_ASYNC)
             tp_verbs_async_drain(c);
     }
-    if (c->any_armed)
-        tp_verbs_cq_events_drain(c);
-    /* Completions wait in the CQ while many events wait here. */
-    if (c->evq_tail - c->evq_head < (uint32_t)max + 4 * TP_VERBS_CQ_BATCH)
-        tp_verbs_cq_poll(c);
     tp_verbs_todo_run(c);
     /* Deadlines and keepalives are coarse: look at the clock on every 8th
      * call only (and after a wait), since it costs as much as a CQ poll. */
