@@ -8,11 +8,29 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#endif
 
 #include "engine/alloc.h"
 #include "perf/transport/bench.h"
 
 #define PERF_TIMEOUT_MS 60000
+
+/* Timestamps of single ping-pongs: the TSC on x86, as perftest, since
+ * clock_gettime() can be a system call reading a device (the HPET of a TCG
+ * guest, whose TSC is "unstable"), slow and serialised in the emulator;
+ * converted with the CLOCK_MONOTONIC time of the whole run. */
+static uint64_t perf_ticks(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    return __rdtsc();
+#else
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+#endif
+}
 
 static double perf_now_s(void)
 {
@@ -82,9 +100,9 @@ int perf_tp_measure_bw(perf_tp_conn_t *c, const perf_tp_opts_t *o,
 
 /* One ping-pong; the one-way time in microseconds. */
 static int perf_ping(perf_tp_conn_t *c, size_t bytes, uint32_t seq,
-                     double *us_out)
+                     uint64_t *ticks_out)
 {
-    double t0 = perf_now_s();
+    uint64_t t0 = perf_ticks();
     uint32_t imm = PERF_IMM_LAT | (seq & 0xffffff);
     if (tp_write(c->ep, c->mr, 0, &c->peer, 0, bytes, imm, TP_WRITE_IMM,
                  NULL) != STRATA_OK)
@@ -100,7 +118,7 @@ static int perf_ping(perf_tp_conn_t *c, size_t bytes, uint32_t seq,
             ev.status != STRATA_OK)
             return -1;
     }
-    *us_out = (perf_now_s() - t0) * 1e6 / 2;
+    *ticks_out = perf_ticks() - t0;
     return 0;
 }
 
@@ -119,20 +137,26 @@ int perf_tp_measure_lat(perf_tp_conn_t *c, const perf_tp_opts_t *o,
     double *t = eng_malloc(r->lat_iters * sizeof(*t)), sum = 0;
     if (!t)
         return -1;
+    double s0 = perf_now_s();
+    uint64_t k0 = perf_ticks();
     for (uint64_t i = 0; i < warm + r->lat_iters; i++) {
-        double us;
-        if (perf_ping(c, r->bytes, (uint32_t)i, &us) != 0) {
+        uint64_t rt;
+        if (perf_ping(c, r->bytes, (uint32_t)i, &rt) != 0) {
             fprintf(stderr, "latency run of %zu bytes failed\n", r->bytes);
             eng_free(t);
             return -1;
         }
         if (i >= warm)
-            sum += t[i - warm] = us;
+            sum += t[i - warm] = (double)rt;
     }
+    double secs = perf_now_s() - s0;
+    uint64_t ticks = perf_ticks() - k0;
+    /* One-way microseconds: half a round trip. */
+    double us_per_tick = secs * 1e6 / (double)(ticks ? ticks : 1) / 2;
     qsort(t, r->lat_iters, sizeof(*t), perf_cmp);
-    r->lat_us = t[r->lat_iters / 2];
-    r->lat_avg_us = sum / (double)r->lat_iters;
-    r->lat_p99_us = t[(r->lat_iters * 99) / 100];
+    r->lat_us = t[r->lat_iters / 2] * us_per_tick;
+    r->lat_avg_us = sum / (double)r->lat_iters * us_per_tick;
+    r->lat_p99_us = t[(r->lat_iters * 99) / 100] * us_per_tick;
     eng_free(t);
     return 0;
 }

@@ -28,7 +28,9 @@ bool perf_tp_next(tp_ctx_t *ctx, tp_event_t *ev, int timeout_ms)
         next = have = 0;
         if (tp_progress(ctx, batch, 64, &have) != STRATA_OK)
             return false;
-        if (have > 0 || (!perf_tp_block && spins % 1024 != 0))
+        /* Spinning, look at the clock once in 1024 empty polls (not on the
+         * first: it may cost a system call, see measure.c). */
+        if (have > 0 || (!perf_tp_block && spins % 1024 != 1023))
             continue;
         double now = perf_now_ms();
         if (deadline == 0)
