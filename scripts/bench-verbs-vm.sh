@@ -126,15 +126,16 @@ echo "host before: $(uptime)"
     "$here/bench-verbs-vm.sh" --inside "$build" "$rounds" "$out"
 echo "host after:  $(uptime)"
 
-# FILE SIZE: the median of SIZE's figures in FILE.
+# FILE SIZE: the median of SIZE's figures in FILE; best: the smallest.
 median() {
     awk -v s="$2" '$1 == s {print $2}' "$1" 2>/dev/null | sort -g |
         awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]}'
 }
+best() { awk -v s="$2" '$1 == s {print $2}' "$1" 2>/dev/null | sort -g | head -1; }
 row() { # SIZE PERFTEST STRATA KIND: a line of the table
     awk -v s="$1" -v p="${2:-0}" -v t="${3:-0}" -v k="$4" 'BEGIN {
         r = k == "bw" ? (p > 0 ? 100 * t / p : 0) : (p > 0 ? t / p : 0)
-        printf "%10s %12.3f %12.3f %9s\n", s, p, t,
+        printf "%10s %12.3f %12.3f %9s", s, p, t,
                k == "bw" ? sprintf("%.0f%%", r) : sprintf("%.2fx", r) }'
 }
 
@@ -143,10 +144,18 @@ printf '%10s %12s %12s %9s\n' bytes ib_write_bw strata ratio
 for s in $bw_sizes; do
     row "$s" "$(median "$out/perftest-bw.txt" "$s")" \
         "$(median "$out/strata-bw.txt" "$s")" bw
+    echo
 done
-printf '\none-way write latency, us (median of %s rounds; target <= 1.2x)\n' "$rounds"
-printf '%10s %12s %12s %9s\n' bytes ib_write_lat strata ratio
+# Under TCG a busy-polling ping-pong sometimes runs at one exchange per
+# guest timer tick (~4 ms) for a whole run, with either tool: the best
+# round shows each tool outside that mode.
+printf '\none-way write latency, us (target <= 1.2x): median of %s rounds | best round\n' "$rounds"
+printf '%10s %12s %12s %9s | %12s %12s %9s\n' bytes ib_write_lat strata ratio \
+    ib_write_lat strata ratio
 for s in $lat_sizes; do
     row "$s" "$(median "$out/perftest-lat.txt" "$s")" \
         "$(median "$out/strata-lat.txt" "$s")" lat
+    printf ' |'
+    row "" "$(best "$out/perftest-lat.txt" "$s")" \
+        "$(best "$out/strata-lat.txt" "$s")" lat | cut -c11- # ends the line
 done
