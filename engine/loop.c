@@ -285,9 +285,9 @@ static void eng_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
 static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
 {
     eng_peer_t *peer = ev->ep ? tp_ep_ctx(ev->ep) : NULL;
-    /* An endpoint closed while handling an earlier event of this batch:
-     * the rest of what it reported is moot. */
-    if (peer && ev->type != TP_EV_ACCEPTED && peer->ep != ev->ep)
+    /* An endpoint closed while handling an earlier event of this batch
+     * (its context is gone): the rest of what it reported is moot. */
+    if (ev->ep && ev->type != TP_EV_ACCEPTED && (!peer || peer->ep != ev->ep))
         return;
     switch (ev->type) {
     case TP_EV_CONNECTED:

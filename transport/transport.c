@@ -222,8 +222,10 @@ const char *tp_ep_peer(const tp_ep_t *ep)
 
 void tp_ep_close(tp_ep_t *ep)
 {
-    if (ep)
-        ep->ctx->ops->ep_close(ep);
+    if (!ep)
+        return;
+    ep->user = NULL; /* tells the rest of the batch in hand it is closed */
+    ep->ctx->ops->ep_close(ep);
 }
 
 /* ---- data ---- */

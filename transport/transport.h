@@ -161,7 +161,9 @@ void *tp_ep_ctx(const tp_ep_t *ep);
 /* "host:port" (or the provider's equivalent) of the peer, for messages. */
 const char *tp_ep_peer(const tp_ep_t *ep);
 /* Closes at once; pending posts complete with STRATA_ERR_CANCELED events
- * during the next tp_progress(), and no event names ep after that. */
+ * during the next tp_progress(), and no event names ep after that. Events
+ * of the batch in hand that name ep stay safe to read until then:
+ * tp_ep_ctx() of a closed endpoint is NULL. */
 void tp_ep_close(tp_ep_t *ep);
 
 /* ---- data ---- */

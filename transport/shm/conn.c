@@ -230,9 +230,9 @@ void tp_shm_ep_close(tp_ep_t *base)
     }
     tp_shm_ep_down(ep);
     tp_evq_drop_ep(&ep->ctx->evq, base);
+    /* Freed by the next progress call: the caller may still be reading
+     * events of this batch that name ep. */
     tp_shm_ep_bury(ep);
-    if (ep->events == 0)
-        tp_shm_ep_free(ep);
 }
 
 /* ---- the handshake ---- */

@@ -209,9 +209,9 @@ void tp_tcp_ep_close(tp_ep_t *base)
     }
     tp_tcp_ep_down(ep, STRATA_ERR_CANCELED);
     tp_evq_drop_ep(&ep->ctx->evq, base);
+    /* Freed by the next progress call: the caller may still be reading
+     * events of this batch that name ep. */
     tp_tcp_ep_bury(ep);
-    if (ep->events == 0)
-        tp_tcp_ep_free(ep);
 }
 
 /* ---- the handshake ---- */
