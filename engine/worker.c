@@ -68,6 +68,7 @@ typedef struct eng_link {
     uint32_t shard;
     tp_rdesc_t slots;
     bool have_slots;
+    bool acked; /* finalizing: its LEFT (or its disconnect) was counted */
     tp_rdesc_t *tdesc; /* [ntensors]: param regions exported to the peer */
     void *stage;       /* staging for model writes, if a tensor needs it */
     tp_mr_t *stage_mr;
@@ -627,6 +628,18 @@ static void eng_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
     eng_commit_check(ctx);
 }
 
+/* An aggregator answered LEAVE, by LEFT or by closing after it: counted
+ * once per link, or a LEFT followed by its close would stand for another
+ * aggregator's answer and the worker would close first (over verbs that
+ * close can overtake the LEAVE still in that aggregator's queue). */
+static void eng_worker_acked(strata_ctx_t *ctx, eng_link_t *l)
+{
+    if (!l->acked && ctx->worker->acks_pending > 0) {
+        l->acked = true;
+        ctx->worker->acks_pending--;
+    }
+}
+
 void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
                         eng_rbuf_t *r)
 {
@@ -636,8 +649,7 @@ void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         return;
     }
     if (type == ENG_MSG_LEFT && ctx->worker->leaving && eng_rbuf_ok(r)) {
-        if (ctx->worker->acks_pending > 0)
-            ctx->worker->acks_pending--;
+        eng_worker_acked(ctx, peer->owner);
         return;
     }
     eng_fail(ctx, STRATA_ERR_PROTO, "unexpected message %s from %s",
@@ -1106,8 +1118,7 @@ void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
     eng_backlog_drop(ctx, peer);
     peer->ep = NULL;
     if (peer->left) {
-        if (ctx->worker->acks_pending > 0) /* its LEFT will not come */
-            ctx->worker->acks_pending--;
+        eng_worker_acked(ctx, peer->owner); /* its LEFT will not come */
         return;
     }
     eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s", who,
