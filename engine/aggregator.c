@@ -356,6 +356,8 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     eng_agg_t *a = ctx->agg;
     const eng_layout_t *lay = a->layout;
+    if (!l->peer.ep) /* gone: see eng_serve_one */
+        return;
     while (l->qlen > 0) {
         const eng_send_item_t *e = &l->q[l->qhead];
         eng_apart_t *ap = &a->parts[e->part];
@@ -397,7 +399,9 @@ static void eng_serve_one(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t i, int w)
 {
     eng_agg_t *a = ctx->agg;
     eng_wlink_t *l = a->links[w];
-    if (!ap->initialized || !l || !l->params_ready || l->left ||
+    /* No ep: the worker's connection dropped and the job's failure naming
+     * it is on the way; a model write to it would fail in its place. */
+    if (!ap->initialized || !l || !l->peer.ep || !l->params_ready || l->left ||
         a->dropped[w] || ap->want[w] <= ap->served[w])
         return;
     int64_t c = ap->want[w];
