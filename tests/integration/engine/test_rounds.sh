@@ -44,10 +44,11 @@ done
 rounds 4 1 STRATA_POLICY=esync STRATA_ESYNC_WEIGHTING=steps -- \
   --rounds 3 --check equal --tolerance 1e-6
 
-# A worker killed in round 2: the others finish every round.
-export STRATA_TIMEOUT_MS=3000
+# A worker killed in round 2: the others finish every round. (The timeout
+# also bounds joining: sanitizer builds on a busy machine need seconds.)
+export STRATA_TIMEOUT_MS=4000
 for p in esync fedavg; do
-  within 20 by_hand 3 2 env STRATA_POLICY=$p STRATA_TRANSPORT=$TRANSPORT \
+  within 30 by_hand 3 2 env STRATA_POLICY=$p STRATA_TRANSPORT=$TRANSPORT \
     "$EXACT" --rounds 5 --check equal --die-in 2
   expect_rank 4 137 ""
   for r in 2 3; do expect_rank $r 0 "5 rounds exact"; done
@@ -57,8 +58,8 @@ for p in esync fedavg; do
 done
 # A worker that falls silent (still connected) in round 1 of esync: the
 # State Server drops it after the timeout, the others finish every round.
-within 20 by_hand 3 2 env STRATA_POLICY=esync STRATA_TRANSPORT=$TRANSPORT \
-  "$EXACT" --rounds 4 --check equal --hang-in 1 --hang-s 5
+within 30 by_hand 3 2 env STRATA_POLICY=esync STRATA_TRANSPORT=$TRANSPORT \
+  "$EXACT" --rounds 4 --check equal --hang-in 1 --hang-s 6
 for r in 2 3; do expect_rank $r 0 "4 rounds exact"; done
 for r in 0 1; do expect_rank $r 0 ""; done
 grep -q "dropping worker rank 4.*silent" "$LDIR/0.log" ||
