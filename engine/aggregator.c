@@ -373,7 +373,9 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
                 eng_imm(ENG_IMM_MODEL, e->clock, ap->index),
                 last ? TP_WRITE_IMM : 0,
                 (void *)((uintptr_t)(l->widx + 1) << 32 | e->part));
-            if (st == STRATA_ERR_AGAIN)
+            /* ERR_PEER: the connection broke; its DISCONNECTED event
+             * follows and names the worker. */
+            if (st == STRATA_ERR_AGAIN || st == STRATA_ERR_PEER)
                 return;
             if (st != STRATA_OK) {
                 char who[200];
