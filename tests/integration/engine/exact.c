@@ -28,6 +28,8 @@
 
 #include <strata/strata.h>
 
+#include "job.h"
+
 #define NT 5
 static const size_t sizes[NT] = {1000, 3, 5000, 77, 2500};
 
@@ -54,8 +56,7 @@ static float grad_value(const opts_t *o, int nw, int w, int t, size_t j, int c)
 
 static int fail_status(const char *what, strata_status_t st)
 {
-    fprintf(stderr, "exact: %s: %s\n", what, strata_strerror(st));
-    return 3;
+    return test_job_fail("exact", what, st);
 }
 
 static int check_model(const opts_t *o, int nw, int w, int c, int t,

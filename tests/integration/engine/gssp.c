@@ -27,6 +27,8 @@
 
 #include <strata/strata.h>
 
+#include "job.h"
+
 #define NT 3
 static const size_t sizes[NT] = {1000, 3, 5000};
 
@@ -38,8 +40,7 @@ static float *param[NT], *grad[NT];
 
 static int fail_status(const char *what, strata_status_t st)
 {
-    fprintf(stderr, "gssp: %s: %s\n", what, strata_strerror(st));
-    return 3;
+    return test_job_fail("gssp", what, st);
 }
 
 static float init_value(int t, size_t j)
@@ -113,8 +114,9 @@ static int drain(strata_ctx_t *ctx, const opts_t *o, int nw, int w)
     return check(nw, w, o->steps, o->steps, true, o->steps + o->drain);
 }
 
-static int run_worker(strata_ctx_t *ctx, const opts_t *o)
+static int run_worker(strata_ctx_t *ctx, const void *arg)
 {
+    const opts_t *o = arg;
     int nw = strata_num_workers(ctx), w = strata_worker_index(ctx);
     int rc = setup(ctx, nw, w);
     if (rc != 0)
@@ -186,21 +188,10 @@ int main(int argc, char **argv)
         else
             return 2;
     }
-    strata_ctx_t *ctx;
-    strata_status_t st = strata_init(&ctx);
-    if (st != STRATA_OK)
-        return fail_status("init", st);
-    int rc = 0;
-    if (strata_role(ctx) == STRATA_ROLE_WORKER)
-        rc = run_worker(ctx, &o);
-    else if ((st = strata_serve(ctx)) != STRATA_OK)
-        rc = fail_status("serve", st);
-    st = strata_finalize(ctx);
+    int rc = test_job_run("gssp", run_worker, &o);
     for (int t = 0; t < NT; t++) {
         free(param[t]);
         free(grad[t]);
     }
-    if (rc == 0 && st != STRATA_OK)
-        rc = fail_status("finalize", st);
     return rc;
 }

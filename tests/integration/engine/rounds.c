@@ -30,6 +30,8 @@
 
 #include <strata/strata.h>
 
+#include "job.h"
+
 #define NT 3
 static const size_t sizes[NT] = {1000, 77, 5000};
 static const strata_dtype_t dtypes[NT] = {STRATA_FP32, STRATA_FP64,
@@ -46,8 +48,7 @@ static double *expect[NT]; /* the global model the test expects */
 
 static int fail_status(const char *what, strata_status_t st)
 {
-    fprintf(stderr, "rounds: %s: %s\n", what, strata_strerror(st));
-    return 3;
+    return test_job_fail("rounds", what, st);
 }
 
 static double now_s(void)
@@ -143,8 +144,9 @@ static int one_round(strata_ctx_t *ctx, const opts_t *o, int w, int last, int r,
     return 0;
 }
 
-static int run_worker(strata_ctx_t *ctx, const opts_t *o)
+static int run_worker(strata_ctx_t *ctx, const void *arg)
 {
+    const opts_t *o = arg;
     int nw = strata_num_workers(ctx), w = strata_worker_index(ctx);
     int rc = setup(ctx, w);
     if (rc != 0 || (rc = check(o, w, -1)) != 0)
@@ -210,21 +212,11 @@ int main(int argc, char **argv)
         else
             return 2;
     }
-    strata_ctx_t *ctx;
-    strata_status_t st = strata_init(&ctx);
-    if (st != STRATA_OK)
-        return fail_status("init", st);
-    int rc = strata_role(ctx) == STRATA_ROLE_WORKER ? run_worker(ctx, &o) : 0;
-    if (strata_role(ctx) == STRATA_ROLE_AGGREGATOR &&
-        (st = strata_serve(ctx)) != STRATA_OK)
-        rc = fail_status("serve", st);
-    st = strata_finalize(ctx);
+    int rc = test_job_run("rounds", run_worker, &o);
     for (int t = 0; t < NT; t++) {
         free(param[t]);
         free(grad[t]);
         free(expect[t]);
     }
-    if (rc == 0 && st != STRATA_OK)
-        rc = fail_status("finalize", st);
     return rc;
 }
