@@ -10,9 +10,11 @@ packages=(
   libisal-dev libjemalloc-dev libssl-dev zlib1g-dev libopenblas-dev
   # tests: unit tests, the Promela model, launchers, sanitizers and fuzzers
   libcmocka-dev spin openmpi-bin libopenmpi-dev clang libclang-rt-14-dev
-  # soft-RoCE harness (a Debian kernel with rdma_rxe booted in QEMU)
+  # soft-RoCE harness (a Debian kernel with rdma_rxe booted in QEMU; kmod's
+  # depmod indexes the modules of a kernel package unpacked without
+  # installing it)
   qemu-system-x86 busybox-static cpio iproute2 ibverbs-utils rdmacm-utils
-  perftest xz-utils zstd
+  perftest xz-utils zstd kmod
   # benchmarks and the training driver
   iperf3 gnuplot-nox dataset-fashion-mnist hyperfine
 )
