@@ -1,6 +1,6 @@
 /*
  * GDTopK's schedule: the upload ratio and sample ratio of each group, by its
- * speed rank and the epoch (algorithms.md §1.6, §6.6). The sparsifying
+ * speed rank and the epoch (docs/algorithms.md §1.5, §4.6). The sparsifying
  * kernels themselves are agg's (strata_topk_sparsify); this says which
  * ratios to give them and when to flush the residual densely.
  *

@@ -1,7 +1,7 @@
 /*
- * GSSP grouping: workers of similar speed form groups (algorithms.md §1.3,
- * §6.2). Pure logic, run by the coordinator; the engine carries the reports
- * and applies the assignment (tracker moves, aggregator membership).
+ * GSSP grouping: workers of similar speed form groups (docs/algorithms.md
+ * §1.2, §4.2). Pure logic, run by the coordinator; the engine carries the
+ * reports and applies the assignment (tracker moves, aggregator membership).
  *
  *  - Measure: per worker, an EMA of its iteration time with momentum 0.7 on
  *    the new sample (T = 0.3 T + 0.7 t; the first sample is taken as is).

@@ -1,6 +1,6 @@
 /*
- * The ESync State Server's decisions (algorithms.md §2.2, the paper's
- * Algorithm 2, with Strata's decisions of §6.7). Pure logic with an
+ * The ESync State Server's decisions (docs/algorithms.md §2.2, the paper's
+ * Algorithm 2, with Strata's decisions of §4.7). Pure logic with an
  * injectable clock; the coordinator's engine carries the messages.
  *
  * A worker queries before each local step with (round, steps done so far in
