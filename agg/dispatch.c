@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "agg/agg.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 static const agg_ops_t *const agg_impls[] = {
     &agg_ops_scalar,

@@ -15,8 +15,8 @@
 
 #include "agg/agg.h"
 #include "agg/reduce.h"
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 /* Below this many bytes moved (cached data, tens of microseconds of work),
  * waking workers costs more than it can save. */

@@ -6,7 +6,7 @@
 
 #include "agg/agg.h"
 #include "agg/reduce.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 size_t strata_dtype_size(strata_dtype_t dtype)
 {

@@ -11,8 +11,8 @@
 
 #include "agg/agg.h"
 #include "agg/convert.h"
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 /* DGC's refinement constants (also the public DGC compressor's defaults). */
 #define AGG_TOPK_UPPER 1.3

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "engine/aggregator.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 /* The source of worker w's push of worker clock wc. */
 static eng_src_t eng_src_of(const eng_agg_t *a, const eng_apart_t *ap,

@@ -26,9 +26,9 @@
 #include <string.h>
 
 #include "agg/agg.h"
-#include "engine/alloc.h"
 #include "engine/imm.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 static void eng_worker_out(strata_ctx_t *ctx, int w);
 static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);

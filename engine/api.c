@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "agg/agg.h"
-#include "engine/alloc.h"
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 /* ---- creation and teardown ---- */
 

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
 #define ENG_PROTO_VERSION 1

@@ -9,8 +9,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 extern char **environ;
 

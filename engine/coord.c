@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/alloc.h"
 #include "engine/layout_wire.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 #define ENG_HELLO_MAGIC 0x53545241u
 #define ENG_PROTO_VERSION 1

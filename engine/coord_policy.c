@@ -7,7 +7,7 @@
 #include <inttypes.h>
 
 #include "engine/coord.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 /* The State Server starts with training (eng_coord_policy_start). */
 strata_status_t eng_coord_policy_create(strata_ctx_t *ctx)

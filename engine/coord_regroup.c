@@ -19,11 +19,11 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "engine/alloc.h"
 #include "engine/coord.h"
 #include "engine/grouping.h"
-#include "engine/log.h"
 #include "engine/members.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 enum { ENG_RG_NOT_ASKED = -1, ENG_RG_ASKED = -2 }; /* frozen_at */
 

@@ -32,9 +32,9 @@
 #include "engine/launch.h"
 #include "engine/layout.h"
 #include "engine/policy.h"
-#include "engine/waitq.h"
 #include "engine/wire.h"
 #include "transport/transport.h"
+#include "util/waitq.h"
 
 /* Data providers, indexed as eng_prov_names. */
 enum { ENG_PROV_VERBS, ENG_PROV_TCP, ENG_PROV_SHM, ENG_NPROV };

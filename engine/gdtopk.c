@@ -4,7 +4,7 @@
 #include <inttypes.h>
 #include <math.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 double eng_gdtopk_steady_ratio(double rank)
 {

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
 #include "engine/tracker.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 /* GVFs this close to the target count as reaching it (exact fits such as
  * 0.8 computed as 0.7999999999999999). */

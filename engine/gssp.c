@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
 {

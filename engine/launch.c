@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 /* One launcher's variables; NULL where it has none. */
 typedef struct eng_launcher {

@@ -7,8 +7,8 @@
 
 #include <strata/strata_agg.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 strata_status_t eng_tensor_desc_check(const eng_tensor_desc_t *desc)
 {

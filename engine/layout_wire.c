@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 /* Bytes a tensor takes in a TENSORS message. */
 static size_t eng_tensor_wire_len(const eng_tensor_desc_t *t)

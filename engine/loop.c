@@ -15,8 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 const char *const eng_prov_names[ENG_NPROV] = {"verbs", "tcp", "shm"};
 

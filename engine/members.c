@@ -4,8 +4,8 @@
 #include <inttypes.h>
 #include <string.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 typedef struct eng_history {
     eng_segment_t *seg;

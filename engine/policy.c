@@ -3,9 +3,9 @@
 
 #include <string.h>
 
-#include "engine/alloc.h"
 #include "engine/grouping.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 static strata_status_t eng_bsp_setup(eng_policy_t *p, const eng_config_t *cfg)
 {

@@ -20,10 +20,10 @@
 
 #include <strata/strata_agg.h>
 
-#include "engine/alloc.h"
 #include "engine/engine.h"
-#include "engine/log.h"
 #include "engine/state_server.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 struct eng_rounds {
     /* application thread */

@@ -5,8 +5,8 @@
 #include <math.h>
 #include <time.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 typedef struct ss_record {
     double c;         /* last reported step duration, seconds */

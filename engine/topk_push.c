@@ -5,9 +5,9 @@
 
 #include <strata/strata_agg.h>
 
-#include "engine/alloc.h"
 #include "engine/gdtopk.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 struct eng_topk_push {
     const eng_layout_t *lay;

@@ -25,9 +25,9 @@
 #include <stdalign.h>
 #include <stdatomic.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
-#include "engine/waitq.h"
+#include "util/alloc.h"
+#include "util/log.h"
+#include "util/waitq.h"
 
 #define TRK_VAL_BITS 48
 #define TRK_VAL_MASK ((UINT64_C(1) << TRK_VAL_BITS) - 1)

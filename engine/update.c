@@ -5,7 +5,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 strata_status_t eng_reduce_many(strata_reduce_pool_t *pool,
                                 strata_dtype_t dtype, void *dst,

@@ -24,11 +24,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/alloc.h"
 #include "engine/imm.h"
 #include "engine/layout_wire.h"
-#include "engine/log.h"
 #include "engine/topk_push.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 _Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
 

@@ -14,7 +14,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 /* Every message starts with magic, version and type; the rest is fixed per
  * type, so a length mismatch is a malformed message. */

@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "engine/alloc.h"
+#include "util/alloc.h"
 
 static uint32_t tp_evq_pow2(uint64_t n)
 {

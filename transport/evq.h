@@ -16,8 +16,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "transport/bfifo.h"
 #include "transport/transport.h"
+#include "util/bfifo.h"
 
 typedef struct tp_evq_item {
     tp_event_t ev;

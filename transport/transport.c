@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 static const tp_ops_t *const tp_providers[] = {
     &tp_verbs_ops,

@@ -4,7 +4,7 @@
  */
 #include "transport/provider.h"
 
-#include "engine/log.h"
+#include "util/log.h"
 
 static bool tp_verbs_absent_available(void)
 {

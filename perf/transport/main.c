@@ -13,8 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/log.h"
 #include "perf/transport/bench.h"
+#include "util/log.h"
 
 static void usage(FILE *f)
 {

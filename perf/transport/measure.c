@@ -12,8 +12,8 @@
 #include <x86intrin.h>
 #endif
 
-#include "engine/alloc.h"
 #include "perf/transport/bench.h"
+#include "util/alloc.h"
 
 #define PERF_TIMEOUT_MS 60000
 

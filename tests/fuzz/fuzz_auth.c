@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/log.h"
 #include "transport/auth.h"
+#include "util/log.h"
 
 static void fuzz_auth_quiet(void *arg, eng_log_level_t level, const char *l)
 {

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "engine/config.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 static void fuzz_config_quiet(void *arg, eng_log_level_t level,
                               const char *line)

@@ -1,6 +1,6 @@
 /*
  * Promela model of Strata's staleness tracker (engine/tracker.c) and of its
- * parking (engine/waitq.c), checked by spin.
+ * parking (util/waitq.c), checked by spin.
  *
  * Each statement that touches shared state is one atomic operation of the C
  * code: a load or store of a 64-bit word, a CAS (its retry loop collapses to
@@ -94,7 +94,7 @@ inline invariant() {
     k = 0; tm = 0
 }
 
-/* ---- engine/waitq.c ---- */
+/* ---- util/waitq.c ---- */
 
 inline wake() {
     seq++; /* atomic_fetch_add(&q->seq, 1) */

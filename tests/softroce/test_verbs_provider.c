@@ -24,8 +24,8 @@
 #include <cmocka.h>
 
 #include "engine/config.h"
-#include "engine/log.h"
 #include "transport/transport.h"
+#include "util/log.h"
 
 #define WAIT_MS 60000 /* TCG is slow; a real failure is an error event */
 

@@ -9,7 +9,7 @@
 
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 typedef struct test_log {
     int errors;      /* error lines since the last check */

@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "engine/log.h"
 #include "engine/tracker.h"
+#include "util/log.h"
 
 #define INF ENG_TRACKER_INF
 #define MAX_WORKERS 16

@@ -14,10 +14,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
-#include "transport/clock.h"
 #include "transport/shm/shm.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/log.h"
 
 /* ---- deadlines: handshakes, and rings a peer stopped draining ---- */
 

@@ -13,9 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
 #include "transport/shm/shm.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 void *tp_shm_map_fd(int fd, uint64_t len, size_t *map_len_out,
                     const char **why_out)

@@ -11,10 +11,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
-#include "transport/clock.h"
 #include "transport/shm/shm.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/log.h"
 
 /* ---- the peer's regions, mapped here ---- */
 

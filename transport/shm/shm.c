@@ -9,10 +9,10 @@
 
 #include <openssl/crypto.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
-#include "transport/clock.h"
 #include "transport/shm/shm.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/log.h"
 
 #define TP_SHM_EPOLL_BATCH 64
 

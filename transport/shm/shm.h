@@ -22,10 +22,10 @@
 
 #include "transport/auth.h"
 #include "transport/evq.h"
-#include "transport/keymap.h"
-#include "transport/list.h"
 #include "transport/provider.h"
 #include "transport/shm/ring.h"
+#include "util/keymap.h"
+#include "util/list.h"
 
 #define TP_SHM_RING_CAP (256 * 1024) /* record bytes per direction */
 #define TP_SHM_DEPTH 256             /* unreported completions per ep */

@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/log.h"
 #include "transport/tcp/tcp.h"
+#include "util/log.h"
 
 /* Splits "host:port" or "[v6]:port" into its parts. */
 static bool tp_tcp_split(const char *addr, char *host, size_t host_len,

@@ -10,10 +10,10 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
-#include "transport/clock.h"
 #include "transport/tcp/tcp.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/log.h"
 
 /* ---- handshake deadlines ---- */
 

@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "engine/log.h"
 #include "transport/tcp/tcp.h"
+#include "util/log.h"
 
 typedef enum tp_tcp_rx_result {
     TP_TCP_RX_MORE,  /* call again */

@@ -6,10 +6,10 @@
 
 #include <openssl/crypto.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
-#include "transport/clock.h"
 #include "transport/tcp/tcp.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/log.h"
 
 #define TP_TCP_RECV_FIFO (256 * 1024) /* received messages until reported */
 #define TP_TCP_EPOLL_BATCH 64

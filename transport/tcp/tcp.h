@@ -20,10 +20,10 @@
 
 #include "transport/auth.h"
 #include "transport/evq.h"
-#include "transport/keymap.h"
-#include "transport/list.h"
 #include "transport/provider.h"
 #include "transport/tcp/wire.h"
+#include "util/keymap.h"
+#include "util/list.h"
 
 #define TP_TCP_SQ_DEPTH 256         /* posts in flight per endpoint */
 #define TP_TCP_MSG_FIFO (64 * 1024) /* queued tp_send() payloads */

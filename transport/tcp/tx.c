@@ -10,8 +10,8 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "engine/log.h"
 #include "transport/tcp/tcp.h"
+#include "util/log.h"
 
 #define TP_TCP_SQ_MASK (TP_TCP_SQ_DEPTH - 1)
 _Static_assert((TP_TCP_SQ_DEPTH & TP_TCP_SQ_MASK) == 0, "a power of two");

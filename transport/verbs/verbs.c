@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 /* The local ACK timeout exponent t (4.096 us * 2^t per try) such that every
  * try of a request, retry_cnt + 1 of them, fits in timeout_ms: a dead peer

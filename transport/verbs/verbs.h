@@ -29,12 +29,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/alloc.h"
 #include "transport/auth.h"
-#include "transport/list.h"
 #include "transport/provider.h"
 #include "transport/verbs/verbs_gid.h"
 #include "transport/verbs/verbs_rcache.h"
+#include "util/alloc.h"
+#include "util/list.h"
 
 #define TP_VERBS_SLOT 4096      /* a receive buffer or a staged send */
 #define TP_VERBS_STAGE_SLOTS 16 /* staged sends per endpoint */

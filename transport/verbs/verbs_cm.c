@@ -15,7 +15,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 #define TP_VERBS_CM_MAGIC 0x53545256u /* "STRV" */
 #define TP_VERBS_CM_VERSION 1

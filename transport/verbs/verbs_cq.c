@@ -8,7 +8,7 @@
 #include <endian.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 #define TP_VERBS_CQ_BATCH 32
 #define TP_VERBS_TICK_NS 10000000u /* deadlines and keepalives: every 10 ms */

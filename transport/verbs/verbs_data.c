@@ -16,7 +16,7 @@
 #include <endian.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 static bool tp_verbs_sq_room(const tp_verbs_qp_t *qp, uint32_t reserve)
 {

@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 uint64_t tp_verbs_now_ns(void)
 {

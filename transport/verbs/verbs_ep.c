@@ -12,7 +12,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 static uint32_t tp_verbs_pow2(uint32_t v)
 {

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 /* Largest GID table we scan; real tables hold at most a few hundred. */
 #define TP_VERBS_GID_MAX 1024

@@ -18,7 +18,7 @@
 #include <endian.h>
 #include <string.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 /* SETUP: inbox {addr, rkey}, then {qpn, psn} of QPs 1..nqps-1. */
 typedef struct tp_verbs_setup {

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 #define TP_VERBS_ARENA_CHUNK (8u << 20)
 

@@ -3,8 +3,8 @@
 
 #include <string.h>
 
-#include "engine/alloc.h"
-#include "engine/log.h"
+#include "util/alloc.h"
+#include "util/log.h"
 
 void tp_verbs_rcache_init(tp_verbs_rcache_t *rc,
                           const tp_verbs_rcache_ops_t *ops, size_t page)

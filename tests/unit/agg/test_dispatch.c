@@ -10,7 +10,7 @@
 #include <cmocka.h>
 
 #include "agg_test.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 static int errors;
 static char last_error[512];

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "agg_test.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 #define GUARD 64 /* bytes of canary on each side of a destination */
 #define MAXN 4200

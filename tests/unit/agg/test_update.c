@@ -8,7 +8,7 @@
 #include <cmocka.h>
 
 #include "agg_test.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 #define N 1037
 

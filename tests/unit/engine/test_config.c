@@ -11,7 +11,7 @@
 #include <cmocka.h>
 
 #include "engine/config.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 extern char **environ;
 

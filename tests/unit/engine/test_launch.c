@@ -11,7 +11,7 @@
 
 #include "engine/config.h"
 #include "engine/launch.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 static char last_error[1024];
 

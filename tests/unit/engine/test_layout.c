@@ -9,7 +9,7 @@
 #include <cmocka.h>
 
 #include "engine/layout.h"
-#include "engine/log.h"
+#include "util/log.h"
 
 static void quiet(void *arg, eng_log_level_t level, const char *line)
 {

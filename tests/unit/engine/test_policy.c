@@ -8,8 +8,8 @@
 #include <cmocka.h>
 
 #include "engine/config.h"
-#include "engine/log.h"
 #include "engine/policy.h"
+#include "util/log.h"
 
 static char last_error[1024];
 

@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "engine/log.h"
 #include "transport/transport.h"
+#include "util/log.h"
 
 static char last_error[1024];
 

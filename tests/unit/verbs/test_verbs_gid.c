@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "engine/log.h"
 #include "transport/verbs/verbs_gid.h"
+#include "util/log.h"
 
 static char root[64];
 static char last_error[1024];

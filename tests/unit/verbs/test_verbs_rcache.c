@@ -8,9 +8,9 @@
 
 #include <cmocka.h>
 
-#include "engine/log.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_rcache.h"
+#include "util/log.h"
 
 #define PAGE 4096u
 

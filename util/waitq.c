@@ -1,5 +1,5 @@
 /* Lock-free parking on a futex word, and monotone gates built on it. */
-#include "engine/waitq.h"
+#include "util/waitq.h"
 
 #include <errno.h>
 #include <limits.h>

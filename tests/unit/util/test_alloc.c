@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "engine/alloc.h"
+#include "util/alloc.h"
 
 #define MAX_CHUNKS 64
 

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 typedef struct captured {
     int count;
@@ -74,7 +74,7 @@ static void line_format(void **state)
     eng_info("hello %d", 42);
     assert_matches(c->line, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:"
                             "[0-9]{2}\\.[0-9]{6}Z strata\\[[0-9]+\\] INFO  "
-                            "tests/unit/engine/test_log\\.c:[0-9]+: hello 42$");
+                            "tests/unit/util/test_log\\.c:[0-9]+: hello 42$");
 }
 
 static void rank_once_known(void **state)

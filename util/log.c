@@ -1,7 +1,7 @@
 /* Line-oriented logging; see log.h. Messages are formatted into one buffer
  * and written with a single write(2), so lines from threads never interleave.
  */
-#include "engine/log.h"
+#include "util/log.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -7,8 +7,8 @@
 
 #include <cmocka.h>
 
-#include "transport/bfifo.h"
-#include "transport/keymap.h"
+#include "util/bfifo.h"
+#include "util/keymap.h"
 
 /* Random puts and deletes against a plain array as the reference,
  * including the probe runs backward-shift deletion must repair. */

@@ -1,6 +1,6 @@
 /* Intrusive circular doubly-linked lists for the providers' bookkeeping. */
-#ifndef STRATA_TRANSPORT_LIST_H
-#define STRATA_TRANSPORT_LIST_H
+#ifndef STRATA_UTIL_LIST_H
+#define STRATA_UTIL_LIST_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -50,4 +50,4 @@ static inline void tp_list_ensure(tp_list_t *head, tp_list_t *node)
     for ((pos) = (head)->next, (tmp) = (pos)->next; (pos) != (head);           \
          (pos) = (tmp), (tmp) = (pos)->next)
 
-#endif /* STRATA_TRANSPORT_LIST_H */
+#endif /* STRATA_UTIL_LIST_H */

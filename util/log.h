@@ -3,8 +3,8 @@
  * a test), with a UTC timestamp, the process id, the rank once known, the
  * level and the source location. The level comes from STRATA_LOG.
  */
-#ifndef STRATA_ENGINE_LOG_H
-#define STRATA_ENGINE_LOG_H
+#ifndef STRATA_UTIL_LOG_H
+#define STRATA_UTIL_LOG_H
 
 #include <stdatomic.h>
 
@@ -62,4 +62,4 @@ static inline int eng_log_enabled(eng_log_level_t level)
 #define eng_debug(...) eng_log(ENG_LOG_DEBUG, __VA_ARGS__)
 #define eng_trace(...) eng_log(ENG_LOG_TRACE, __VA_ARGS__)
 
-#endif /* STRATA_ENGINE_LOG_H */
+#endif /* STRATA_UTIL_LOG_H */

@@ -3,8 +3,8 @@
  * in the same order at the tail. Holds control-message payloads (queued
  * sends, received messages until reported) without a malloc per message.
  */
-#ifndef STRATA_TRANSPORT_BFIFO_H
-#define STRATA_TRANSPORT_BFIFO_H
+#ifndef STRATA_UTIL_BFIFO_H
+#define STRATA_UTIL_BFIFO_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -39,4 +39,4 @@ static inline void tp_bfifo_release(tp_bfifo_t *f, uint64_t end)
         f->tail = end;
 }
 
-#endif /* STRATA_TRANSPORT_BFIFO_H */
+#endif /* STRATA_UTIL_BFIFO_H */

@@ -1,7 +1,7 @@
 /* Open-addressing map from 64-bit keys to pointers. */
-#include "transport/keymap.h"
+#include "util/keymap.h"
 
-#include "engine/alloc.h"
+#include "util/alloc.h"
 
 #define TP_KEYMAP_MIN 16
 

@@ -1,6 +1,6 @@
 /* Monotonic time and the timerfd that wakes a provider at a deadline. */
-#ifndef STRATA_TRANSPORT_CLOCK_H
-#define STRATA_TRANSPORT_CLOCK_H
+#ifndef STRATA_UTIL_CLOCK_H
+#define STRATA_UTIL_CLOCK_H
 
 #include <stdint.h>
 #include <sys/timerfd.h>
@@ -24,4 +24,4 @@ static inline int tp_timer_arm(int tfd, uint64_t deadline_ns)
     return timerfd_settime(tfd, TFD_TIMER_ABSTIME, &its, NULL);
 }
 
-#endif /* STRATA_TRANSPORT_CLOCK_H */
+#endif /* STRATA_UTIL_CLOCK_H */

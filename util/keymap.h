@@ -3,8 +3,8 @@
  * probing, backward-shift deletion). Providers keep per endpoint the regions
  * exported to it, so that checking an incoming write is one lookup.
  */
-#ifndef STRATA_TRANSPORT_KEYMAP_H
-#define STRATA_TRANSPORT_KEYMAP_H
+#ifndef STRATA_UTIL_KEYMAP_H
+#define STRATA_UTIL_KEYMAP_H
 
 #include <stdint.h>
 
@@ -31,4 +31,4 @@ void *tp_keymap_del(tp_keymap_t *m, uint64_t key);
 int tp_keymap_next(const tp_keymap_t *m, uint32_t *iter, uint64_t *key_out,
                    void **val_out);
 
-#endif /* STRATA_TRANSPORT_KEYMAP_H */
+#endif /* STRATA_UTIL_KEYMAP_H */

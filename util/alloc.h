@@ -4,8 +4,8 @@
  * from chunks announced to hooks (the verbs provider registers each chunk with
  * the NIC once, so every allocation from the arena is already registered).
  */
-#ifndef STRATA_ENGINE_ALLOC_H
-#define STRATA_ENGINE_ALLOC_H
+#ifndef STRATA_UTIL_ALLOC_H
+#define STRATA_UTIL_ALLOC_H
 
 #include <stddef.h>
 
@@ -41,4 +41,4 @@ void eng_arena_free(eng_arena_t *arena, void *ptr);
  * called for each). */
 void eng_arena_destroy(eng_arena_t *arena);
 
-#endif /* STRATA_ENGINE_ALLOC_H */
+#endif /* STRATA_UTIL_ALLOC_H */

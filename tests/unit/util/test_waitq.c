@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "engine/waitq.h"
+#include "util/waitq.h"
 
 #define WAIT_MS 20000
 

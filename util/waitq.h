@@ -15,8 +15,8 @@
  * publisher sees the waiter and the kernel's compare of the sequence number
  * refuses to sleep on a stale value (model-checked: tests/model/tracker.pml).
  */
-#ifndef STRATA_ENGINE_WAITQ_H
-#define STRATA_ENGINE_WAITQ_H
+#ifndef STRATA_UTIL_WAITQ_H
+#define STRATA_UTIL_WAITQ_H
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -82,4 +82,4 @@ void eng_gate_fail(eng_gate_t *g, strata_status_t status);
 strata_status_t eng_gate_wait(eng_gate_t *g, int64_t target,
                               int64_t timeout_ms);
 
-#endif /* STRATA_ENGINE_WAITQ_H */
+#endif /* STRATA_UTIL_WAITQ_H */

@@ -1,5 +1,5 @@
 /* The engine's allocator on jemalloc, and arenas backed by announced chunks. */
-#include "engine/alloc.h"
+#include "util/alloc.h"
 
 #include <errno.h>
 #include <jemalloc/jemalloc.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "engine/log.h"
+#include "util/log.h"
 
 /* Sanitizer builds keep ordinary allocations in libc, where ASan and TSan see
  * them: jemalloc's memory is invisible to both. */
