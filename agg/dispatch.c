@@ -149,16 +149,16 @@ static strata_status_t agg_choose(const char *isa, const char *what,
     }
     int family = agg_isa_parse(isa);
     if (family < 0) {
-        eng_error("agg: %s: unknown instruction set; expected auto, "
-                  "scalar, avx2 or avx512",
-                  what);
+        util_error("agg: %s: unknown instruction set; expected auto, "
+                   "scalar, avx2 or avx512",
+                   what);
         return STRATA_ERR_INVALID;
     }
     const agg_ops_t *ops = agg_ops_for((agg_isa_t)family);
     if (!ops) {
-        eng_error("agg: %s: this CPU cannot run the %s kernels (it has: "
-                  "%s); use auto or a path it supports",
-                  what, isa, agg_cpu_features_text());
+        util_error("agg: %s: this CPU cannot run the %s kernels (it has: "
+                   "%s); use auto or a path it supports",
+                   what, isa, agg_cpu_features_text());
         return unsupported;
     }
     *ops_out = ops;
@@ -182,7 +182,7 @@ strata_status_t agg_init(const eng_config_t *cfg)
                                                "avx512"};
     int64_t simd = eng_config_int(cfg, ENG_CFG_SIMD);
     if (simd < 0 || simd >= 4) {
-        eng_error("agg: STRATA_SIMD: unexpected choice %lld", (long long)simd);
+        util_error("agg: STRATA_SIMD: unexpected choice %lld", (long long)simd);
         return STRATA_ERR_CONFIG;
     }
     const agg_ops_t *ops;
@@ -197,8 +197,8 @@ strata_status_t agg_init(const eng_config_t *cfg)
     atomic_store(&agg_threads,
                  threads > 0 ? (unsigned)threads : agg_cores_available());
     atomic_store_explicit(&agg_active, ops, memory_order_release);
-    eng_debug("agg: %s kernels (CPU: %s), %u reduce threads", ops->name,
-              agg_cpu_features_text(), atomic_load(&agg_threads));
+    util_debug("agg: %s kernels (CPU: %s), %u reduce threads", ops->name,
+               agg_cpu_features_text(), atomic_load(&agg_threads));
     return STRATA_OK;
 }
 
@@ -206,8 +206,8 @@ static void agg_lazy_init(void)
 {
     eng_config_t *cfg;
     if (eng_config_load(&cfg) != STRATA_OK) {
-        eng_error("agg: no kernels selected: the configuration is invalid "
-                  "(see above)");
+        util_error("agg: no kernels selected: the configuration is invalid "
+                   "(see above)");
         return;
     }
     (void)agg_init(cfg); /* logged by agg_init */
@@ -237,7 +237,7 @@ unsigned agg_reduce_threads(void)
 strata_status_t strata_simd_select(const char *isa)
 {
     if (!isa) {
-        eng_error("agg: strata_simd_select: isa is NULL");
+        util_error("agg: strata_simd_select: isa is NULL");
         return STRATA_ERR_INVALID;
     }
     if (!agg_ops()) /* settles the lazy configuration first */

@@ -144,16 +144,16 @@ strata_status_t strata_reduce_pool_create(unsigned nthreads,
                                           strata_reduce_pool_t **pool_out)
 {
     if (!pool_out) {
-        eng_error("agg: strata_reduce_pool_create: pool_out is NULL");
+        util_error("agg: strata_reduce_pool_create: pool_out is NULL");
         return STRATA_ERR_INVALID;
     }
     if (nthreads == 0)
         nthreads = agg_reduce_threads();
-    strata_reduce_pool_t *pool = eng_calloc(1, sizeof(*pool));
+    strata_reduce_pool_t *pool = util_calloc(1, sizeof(*pool));
     if (!pool)
         goto nomem;
     pool->nthreads = nthreads;
-    pool->workers = eng_calloc(nthreads, sizeof(pthread_t));
+    pool->workers = util_calloc(nthreads, sizeof(pthread_t));
     if (!pool->workers)
         goto free_pool;
     pthread_mutex_init(&pool->lock, NULL);
@@ -162,13 +162,13 @@ strata_status_t strata_reduce_pool_create(unsigned nthreads,
         int err =
             pthread_create(&pool->workers[i], NULL, agg_pool_worker, pool);
         if (err) {
-            eng_error("agg: reduce pool: cannot start thread %u of %u: %s",
-                      i + 1, nthreads - 1, strerror(err));
+            util_error("agg: reduce pool: cannot start thread %u of %u: %s",
+                       i + 1, nthreads - 1, strerror(err));
             agg_pool_stop(pool, i);
             pthread_cond_destroy(&pool->wake);
             pthread_mutex_destroy(&pool->lock);
-            eng_free(pool->workers);
-            eng_free(pool);
+            util_free(pool->workers);
+            util_free(pool);
             return STRATA_ERR_NOMEM;
         }
         pthread_setname_np(pool->workers[i], "strata-reduce");
@@ -177,9 +177,9 @@ strata_status_t strata_reduce_pool_create(unsigned nthreads,
     return STRATA_OK;
 
 free_pool:
-    eng_free(pool);
+    util_free(pool);
 nomem:
-    eng_error("agg: reduce pool of %u threads: out of memory", nthreads);
+    util_error("agg: reduce pool of %u threads: out of memory", nthreads);
     return STRATA_ERR_NOMEM;
 }
 
@@ -190,8 +190,8 @@ void strata_reduce_pool_destroy(strata_reduce_pool_t *pool)
     agg_pool_stop(pool, pool->nthreads - 1);
     pthread_cond_destroy(&pool->wake);
     pthread_mutex_destroy(&pool->lock);
-    eng_free(pool->workers);
-    eng_free(pool);
+    util_free(pool->workers);
+    util_free(pool);
 }
 
 unsigned strata_reduce_pool_threads(const strata_reduce_pool_t *pool)
@@ -204,9 +204,9 @@ static strata_status_t agg_pool_enter(strata_reduce_pool_t *pool,
                                       const char *fn)
 {
     if (atomic_exchange(&pool->busy, true)) {
-        eng_error("agg: %s: the reduce pool is in use by another thread; "
-                  "a pool serves one caller at a time",
-                  fn);
+        util_error("agg: %s: the reduce pool is in use by another thread; "
+                   "a pool serves one caller at a time",
+                   fn);
         return STRATA_ERR_STATE;
     }
     return STRATA_OK;
@@ -221,7 +221,7 @@ strata_status_t agg_pool_for(strata_reduce_pool_t *pool, size_t nchunks,
         return STRATA_OK;
     }
     if (nchunks > UINT32_MAX) {
-        eng_error("agg: agg_pool_for: %zu chunks; at most 2^32-1", nchunks);
+        util_error("agg: agg_pool_for: %zu chunks; at most 2^32-1", nchunks);
         return STRATA_ERR_INVALID;
     }
     strata_status_t st = agg_pool_enter(pool, "agg_pool_for");

@@ -42,9 +42,9 @@ static strata_status_t agg_check_count(const char *fn, size_t count,
                                        size_t esize)
 {
     if (count > SIZE_MAX / 2 / esize) {
-        eng_error("agg: %s: count %zu of %zu-byte elements exceeds the "
-                  "address space",
-                  fn, count, esize);
+        util_error("agg: %s: count %zu of %zu-byte elements exceeds the "
+                   "address space",
+                   fn, count, esize);
         return STRATA_ERR_INVALID;
     }
     return STRATA_OK;
@@ -56,12 +56,12 @@ strata_status_t agg_reduce_check(const char *fn, strata_dtype_t dtype,
 {
     size_t esize = strata_dtype_size(dtype);
     if (!esize) {
-        eng_error("agg: %s: unknown dtype %d", fn, (int)dtype);
+        util_error("agg: %s: unknown dtype %d", fn, (int)dtype);
         return STRATA_ERR_INVALID;
     }
     if (nsrc < 1 || nsrc > STRATA_REDUCE_MAX_SOURCES) {
-        eng_error("agg: %s: %zu sources; expected 1 to %d", fn, nsrc,
-                  STRATA_REDUCE_MAX_SOURCES);
+        util_error("agg: %s: %zu sources; expected 1 to %d", fn, nsrc,
+                   STRATA_REDUCE_MAX_SOURCES);
         return STRATA_ERR_INVALID;
     }
     if (agg_check_count(fn, count, esize))
@@ -69,12 +69,12 @@ strata_status_t agg_reduce_check(const char *fn, strata_dtype_t dtype,
     if (count == 0)
         return STRATA_OK;
     if (!dst || !srcs) {
-        eng_error("agg: %s: %s is NULL", fn, dst ? "srcs" : "dst");
+        util_error("agg: %s: %s is NULL", fn, dst ? "srcs" : "dst");
         return STRATA_ERR_INVALID;
     }
     for (size_t j = 0; j < nsrc; j++) {
         if (!srcs[j]) {
-            eng_error("agg: %s: source %zu of %zu is NULL", fn, j, nsrc);
+            util_error("agg: %s: source %zu of %zu is NULL", fn, j, nsrc);
             return STRATA_ERR_INVALID;
         }
     }
@@ -127,15 +127,15 @@ static strata_status_t agg_check_f32_update(const char *fn,
                                             const void *b, size_t count)
 {
     if (dtype != STRATA_FP32 && dtype != STRATA_FP16 && dtype != STRATA_BF16) {
-        eng_error("agg: %s: input dtype %s (%d); expected fp32, fp16 or "
-                  "bf16",
-                  fn, strata_dtype_name(dtype), (int)dtype);
+        util_error("agg: %s: input dtype %s (%d); expected fp32, fp16 or "
+                   "bf16",
+                   fn, strata_dtype_name(dtype), (int)dtype);
         return STRATA_ERR_INVALID;
     }
     if (agg_check_count(fn, count, 4))
         return STRATA_ERR_INVALID;
     if (count && (!a || !b)) {
-        eng_error("agg: %s: NULL buffer", fn);
+        util_error("agg: %s: NULL buffer", fn);
         return STRATA_ERR_INVALID;
     }
     return STRATA_OK;
@@ -162,8 +162,8 @@ strata_status_t agg_sgd_check(const char *fn, const strata_sgd_t *sgd,
                               size_t count)
 {
     if (ngrads < 1 || ngrads > STRATA_REDUCE_MAX_SOURCES) {
-        eng_error("agg: %s: %zu gradients; expected 1 to %d", fn, ngrads,
-                  STRATA_REDUCE_MAX_SOURCES);
+        util_error("agg: %s: %zu gradients; expected 1 to %d", fn, ngrads,
+                   STRATA_REDUCE_MAX_SOURCES);
         return STRATA_ERR_INVALID;
     }
     strata_status_t st = agg_check_f32_update(fn, grad_dtype, master,
@@ -171,19 +171,19 @@ strata_status_t agg_sgd_check(const char *fn, const strata_sgd_t *sgd,
     if (st)
         return st;
     if (!sgd) {
-        eng_error("agg: %s: sgd parameters are NULL", fn);
+        util_error("agg: %s: sgd parameters are NULL", fn);
         return STRATA_ERR_INVALID;
     }
     if (count == 0)
         return STRATA_OK;
     if (sgd->momentum != 0.0f && !momentum_buf) {
-        eng_error("agg: %s: momentum %g needs a momentum buffer", fn,
-                  (double)sgd->momentum);
+        util_error("agg: %s: momentum %g needs a momentum buffer", fn,
+                   (double)sgd->momentum);
         return STRATA_ERR_INVALID;
     }
     for (size_t j = 1; j < ngrads; j++) {
         if (!grads[j]) {
-            eng_error("agg: %s: gradient %zu of %zu is NULL", fn, j, ngrads);
+            util_error("agg: %s: gradient %zu of %zu is NULL", fn, j, ngrads);
             return STRATA_ERR_INVALID;
         }
     }

@@ -162,15 +162,15 @@ strata_status_t strata_topk_create(size_t max_count, uint64_t seed,
                                    strata_topk_t **topk_out)
 {
     if (!topk_out || max_count > (size_t)UINT32_MAX + 1) {
-        eng_error("agg: strata_topk_create: %s",
-                  topk_out ? "max_count exceeds 2^32 (indices are uint32)"
-                           : "topk_out is NULL");
+        util_error("agg: strata_topk_create: %s",
+                   topk_out ? "max_count exceeds 2^32 (indices are uint32)"
+                            : "topk_out is NULL");
         return STRATA_ERR_INVALID;
     }
-    strata_topk_t *tk = eng_calloc(1, sizeof(*tk));
+    strata_topk_t *tk = util_calloc(1, sizeof(*tk));
     if (!tk)
         goto nomem;
-    tk->keys = eng_malloc((max_count ? max_count : 1) * sizeof(uint32_t));
+    tk->keys = util_malloc((max_count ? max_count : 1) * sizeof(uint32_t));
     if (!tk->keys)
         goto free_tk;
     tk->max_count = max_count;
@@ -179,10 +179,10 @@ strata_status_t strata_topk_create(size_t max_count, uint64_t seed,
     return STRATA_OK;
 
 free_tk:
-    eng_free(tk);
+    util_free(tk);
 nomem:
-    eng_error("agg: top-k workspace for %zu elements: out of memory",
-              max_count);
+    util_error("agg: top-k workspace for %zu elements: out of memory",
+               max_count);
     return STRATA_ERR_NOMEM;
 }
 
@@ -190,8 +190,8 @@ void strata_topk_destroy(strata_topk_t *tk)
 {
     if (!tk)
         return;
-    eng_free(tk->keys);
-    eng_free(tk);
+    util_free(tk->keys);
+    util_free(tk);
 }
 
 static strata_status_t agg_topk_check(const char *fn, const strata_topk_t *tk,
@@ -199,16 +199,16 @@ static strata_status_t agg_topk_check(const char *fn, const strata_topk_t *tk,
                                       const strata_sparse_t *out)
 {
     if (!tk) {
-        eng_error("agg: %s: workspace is NULL", fn);
+        util_error("agg: %s: workspace is NULL", fn);
         return STRATA_ERR_INVALID;
     }
     if (count > tk->max_count) {
-        eng_error("agg: %s: %zu elements exceed the workspace's %zu", fn, count,
-                  tk->max_count);
+        util_error("agg: %s: %zu elements exceed the workspace's %zu", fn,
+                   count, tk->max_count);
         return STRATA_ERR_RANGE;
     }
     if (count && (!x || !out)) {
-        eng_error("agg: %s: %s is NULL", fn, x ? "out" : "input");
+        util_error("agg: %s: %s is NULL", fn, x ? "out" : "input");
         return STRATA_ERR_INVALID;
     }
     return STRATA_OK;
@@ -221,7 +221,7 @@ strata_status_t strata_topk_exact(strata_topk_t *tk, const float *x,
     if (st)
         return st;
     if (k > count) {
-        eng_error("agg: strata_topk_exact: k %zu exceeds count %zu", k, count);
+        util_error("agg: strata_topk_exact: k %zu exceeds count %zu", k, count);
         return STRATA_ERR_INVALID;
     }
     if (k == 0)
@@ -279,10 +279,10 @@ strata_status_t strata_topk_sparsify(strata_topk_t *tk, float *residual,
     if (st)
         return st;
     if (!nout_out || !(ratio > 0.0 && ratio <= 1.0) || !(sample_ratio > 0.0)) {
-        eng_error("agg: %s: %s (ratio %g, sample_ratio %g)", fn,
-                  nout_out ? "expected 0 < ratio <= 1 and sample_ratio > 0"
-                           : "nout_out is NULL",
-                  ratio, sample_ratio);
+        util_error("agg: %s: %s (ratio %g, sample_ratio %g)", fn,
+                   nout_out ? "expected 0 < ratio <= 1 and sample_ratio > 0"
+                            : "nout_out is NULL",
+                   ratio, sample_ratio);
         return STRATA_ERR_INVALID;
     }
     if (count && grad) {
@@ -301,16 +301,16 @@ strata_status_t strata_sparse_scatter_add(float *dst, size_t count,
                                           size_t nentries, float scale)
 {
     if (nentries && (!dst || !entries)) {
-        eng_error("agg: strata_sparse_scatter_add: %s is NULL",
-                  dst ? "entries" : "dst");
+        util_error("agg: strata_sparse_scatter_add: %s is NULL",
+                   dst ? "entries" : "dst");
         return STRATA_ERR_INVALID;
     }
     /* Check everything first, so that a bad message changes nothing. */
     for (size_t i = 0; i < nentries; i++) {
         if (entries[i].index >= count) {
-            eng_error("agg: strata_sparse_scatter_add: entry %zu of %zu has "
-                      "index %u, beyond the %zu elements of the buffer",
-                      i, nentries, entries[i].index, count);
+            util_error("agg: strata_sparse_scatter_add: entry %zu of %zu has "
+                       "index %u, beyond the %zu elements of the buffer",
+                       i, nentries, entries[i].index, count);
             return STRATA_ERR_RANGE;
         }
     }

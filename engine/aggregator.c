@@ -40,16 +40,16 @@ static int64_t eng_min64(int64_t a, int64_t b)
 
 strata_status_t eng_agg_create(strata_ctx_t *ctx)
 {
-    eng_agg_t *a = eng_calloc(1, sizeof(*a));
+    eng_agg_t *a = util_calloc(1, sizeof(*a));
     if (!a)
         goto nomem;
     ctx->agg = a;
     a->shard = (uint32_t)ctx->rank;
     size_t nw = (size_t)ctx->nworkers;
-    a->links = eng_calloc(nw, sizeof(*a->links));
-    a->dropped = eng_calloc(nw, sizeof(bool));
-    a->srcs = eng_calloc(nw, sizeof(*a->srcs));
-    a->dense = eng_calloc(nw, sizeof(*a->dense));
+    a->links = util_calloc(nw, sizeof(*a->links));
+    a->dropped = util_calloc(nw, sizeof(bool));
+    a->srcs = util_calloc(nw, sizeof(*a->srcs));
+    a->dense = util_calloc(nw, sizeof(*a->dense));
     if (!a->links || !a->dropped || !a->srcs || !a->dense)
         goto nomem;
     const eng_policy_t *pol = ctx->policy;
@@ -60,7 +60,7 @@ strata_status_t eng_agg_create(strata_ctx_t *ctx)
     eng_update_init(&a->upd, ctx->cfg, pol->ops->rounds, a->dense);
     return STRATA_OK;
 nomem:
-    eng_error("out of memory for the aggregator");
+    util_error("out of memory for the aggregator");
     return STRATA_ERR_NOMEM;
 }
 
@@ -68,9 +68,9 @@ nomem:
 
 void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
 {
-    eng_wlink_t *l = eng_calloc(1, sizeof(*l));
+    eng_wlink_t *l = util_calloc(1, sizeof(*l));
     if (!l) {
-        eng_error("out of memory admitting %s", tp_ep_peer(ep));
+        util_error("out of memory admitting %s", tp_ep_peer(ep));
         tp_ep_close(ep);
         return;
     }
@@ -107,7 +107,7 @@ static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
     l->peer.rank = rank;
     a->links[widx] = l;
     if (++a->njoined == ctx->nworkers)
-        eng_gate_raise(&ctx->joined, 1);
+        util_gate_raise(&ctx->joined, 1);
     if (a->layout) {
         strata_status_t st = eng_send_slots(ctx, l);
         if (st != STRATA_OK)
@@ -124,12 +124,12 @@ static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
     eng_agg_t *a = ctx->agg;
     const eng_policy_t *pol = ctx->policy;
     size_t nw = (size_t)ctx->nworkers;
-    ap->arrived = eng_malloc(sizeof(int64_t) * nw);
-    ap->want = eng_malloc(sizeof(int64_t) * nw);
-    ap->served = eng_malloc(sizeof(int64_t) * nw);
-    ap->nsparse = eng_malloc(sizeof(uint32_t) * 2 * nw);
-    ap->seg_at = eng_calloc(nw, sizeof(uint32_t));
-    ap->done = eng_calloc(pol->ngroups, sizeof(*ap->done));
+    ap->arrived = util_malloc(sizeof(int64_t) * nw);
+    ap->want = util_malloc(sizeof(int64_t) * nw);
+    ap->served = util_malloc(sizeof(int64_t) * nw);
+    ap->nsparse = util_malloc(sizeof(uint32_t) * 2 * nw);
+    ap->seg_at = util_calloc(nw, sizeof(uint32_t));
+    ap->done = util_calloc(pol->ngroups, sizeof(*ap->done));
     if (!ap->arrived || !ap->want || !ap->served || !ap->nsparse ||
         !ap->seg_at || !ap->done)
         return STRATA_ERR_NOMEM;
@@ -145,7 +145,7 @@ static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
     ap->initialized = pol->sum_only;
     ap->unserved = pol->sum_only ? 0 : (uint32_t)nw;
     if (a->upd.ops->needs_momentum && a->upd.momentum != 0) {
-        ap->momentum = eng_calloc(ap->part->count, sizeof(float));
+        ap->momentum = util_calloc(ap->part->count, sizeof(float));
         if (!ap->momentum)
             return STRATA_ERR_NOMEM;
     }
@@ -164,8 +164,8 @@ static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
     eng_agg_t *a = ctx->agg;
     const eng_layout_t *lay = a->layout;
     a->nparts = lay->shard_nparts[a->shard];
-    a->parts = eng_calloc(a->nparts ? a->nparts : 1, sizeof(*a->parts));
-    a->piece_local = eng_malloc(sizeof(int32_t) * lay->npieces);
+    a->parts = util_calloc(a->nparts ? a->nparts : 1, sizeof(*a->parts));
+    a->piece_local = util_malloc(sizeof(int32_t) * lay->npieces);
     if (!a->parts || !a->piece_local)
         return STRATA_ERR_NOMEM;
     for (uint32_t k = 0; k < lay->npieces; k++)
@@ -184,7 +184,7 @@ static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
             a->piece_local[ap->part->first_piece + k] = (int32_t)a->npieces++;
         largest = ap->part->bytes > largest ? ap->part->bytes : largest;
     }
-    a->upd.scratch = eng_aligned_alloc(64, largest ? largest : 64);
+    a->upd.scratch = util_aligned_alloc(64, largest ? largest : 64);
     return a->upd.scratch ? STRATA_OK : STRATA_ERR_NOMEM;
 }
 
@@ -214,7 +214,7 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     uint64_t bytes = a->layout->shard_bytes[a->shard];
-    a->out = eng_aligned_alloc(4096, bytes ? bytes : 64);
+    a->out = util_aligned_alloc(4096, bytes ? bytes : 64);
     if (!a->out)
         return STRATA_ERR_NOMEM;
     memset(a->out, 0, bytes);
@@ -234,8 +234,8 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     atomic_store(&a->parts_ready, true);
-    eng_info("shard %u: %u partitions, %llu bytes, update %s", a->shard,
-             a->nparts, (unsigned long long)bytes, a->upd.ops->name);
+    util_info("shard %u: %u partitions, %llu bytes, update %s", a->shard,
+              a->nparts, (unsigned long long)bytes, a->upd.ops->name);
     return STRATA_OK;
 }
 
@@ -244,8 +244,8 @@ static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
     eng_agg_t *a = ctx->agg;
     uint64_t bytes = 2 * a->layout->shard_bytes[a->shard];
     l->qcap = 2 * a->nparts + 1;
-    l->q = eng_calloc(l->qcap, sizeof(*l->q));
-    l->dst = eng_calloc(a->npieces ? a->npieces : 1, sizeof(*l->dst));
+    l->q = util_calloc(l->qcap, sizeof(*l->q));
+    l->dst = util_calloc(a->npieces ? a->npieces : 1, sizeof(*l->dst));
     if (!l->q || !l->dst)
         return STRATA_ERR_NOMEM;
     tp_rdesc_t d;
@@ -450,8 +450,8 @@ void eng_agg_on_write_done(strata_ctx_t *ctx, void *op_ctx,
      * follows and says whether that is a failure (the worker may just have
      * finalized before this completion was reaped). */
     if (status != STRATA_OK)
-        eng_debug("a model write to worker %d completed with %s", w,
-                  strata_strerror(status));
+        util_debug("a model write to worker %d completed with %s", w,
+                   strata_strerror(status));
     if (--a->parts[i].inflight == 0)
         eng_try_reduce(ctx, i);
 }
@@ -580,7 +580,7 @@ static void eng_worker_out(strata_ctx_t *ctx, int w)
         }
     }
     if (++a->ngone == ctx->nworkers)
-        eng_gate_raise(&ctx->served, 1);
+        util_gate_raise(&ctx->served, 1);
     for (uint32_t i = 0; i < a->nparts; i++)
         eng_try_reduce(ctx, i);
 }
@@ -593,7 +593,7 @@ static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
     if (a->dropped[l->widx])
         return;
     char who[200];
-    eng_warn("dropping %s: %s", eng_peer_str(&l->peer, who, sizeof(who)), why);
+    util_warn("dropping %s: %s", eng_peer_str(&l->peer, who, sizeof(who)), why);
     l->left = true;
     l->peer.left = true;
     if (l->peer.ep) {
@@ -736,8 +736,8 @@ void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
         ctx->agg->leaving = true;
         return;
     }
-    eng_error("this operation is for workers; rank %d is an aggregator",
-              ctx->rank);
+    util_error("this operation is for workers; rank %d is an aggregator",
+               ctx->rank);
     eng_req_complete(ctx, cmd->req, STRATA_ERR_STATE);
 }
 
@@ -785,9 +785,9 @@ static void eng_wlink_free(eng_wlink_t *l)
 {
     if (l->slots_mr)
         tp_mr_dereg(l->slots_mr);
-    eng_free(l->q);
-    eng_free(l->dst);
-    eng_free(l);
+    util_free(l->q);
+    util_free(l->dst);
+    util_free(l);
 }
 
 void eng_agg_free(strata_ctx_t *ctx)
@@ -804,13 +804,13 @@ void eng_agg_free(strata_ctx_t *ctx)
     for (uint32_t i = 0; a->parts && i < a->nparts; i++) {
         eng_apart_t *ap = &a->parts[i];
         eng_tracker_destroy(ap->tracker);
-        eng_free(ap->arrived);
-        eng_free(ap->want);
-        eng_free(ap->served);
-        eng_free(ap->nsparse);
-        eng_free(ap->seg_at);
-        eng_free((void *)ap->done);
-        eng_free(ap->momentum);
+        util_free(ap->arrived);
+        util_free(ap->want);
+        util_free(ap->served);
+        util_free(ap->nsparse);
+        util_free(ap->seg_at);
+        util_free((void *)ap->done);
+        util_free(ap->momentum);
     }
     for (int p = 0; p < ENG_NPROV; p++)
         if (a->out_mr[p])
@@ -818,16 +818,16 @@ void eng_agg_free(strata_ctx_t *ctx)
     if (a->upd.pool)
         strata_reduce_pool_destroy(a->upd.pool);
     eng_members_destroy(a->members);
-    eng_free(a->upd.scratch);
-    eng_free(a->out);
-    eng_free(a->parts);
-    eng_free(a->piece_local);
-    eng_free(a->links);
-    eng_free(a->dropped);
-    eng_free(a->srcs);
-    eng_free(a->dense);
+    util_free(a->upd.scratch);
+    util_free(a->out);
+    util_free(a->parts);
+    util_free(a->piece_local);
+    util_free(a->links);
+    util_free(a->dropped);
+    util_free(a->srcs);
+    util_free(a->dense);
     eng_layout_rx_free(&a->lrx);
     eng_layout_free(a->layout);
-    eng_free(a);
+    util_free(a);
     ctx->agg = NULL;
 }

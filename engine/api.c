@@ -14,7 +14,7 @@ static void eng_ctx_free(strata_ctx_t *ctx)
     /* The coordinator of a failed job first tells the others why (a
      * little while at most: they may be gone). */
     if (ctx->coord && eng_fatal(ctx) != STRATA_OK)
-        eng_gate_wait(&ctx->flushed, 1, 1000);
+        util_gate_wait(&ctx->flushed, 1, 1000);
     eng_loop_stop(ctx);
     eng_rounds_free(ctx);
     eng_worker_free(ctx);
@@ -30,12 +30,12 @@ static void eng_ctx_free(strata_ctx_t *ctx)
     if (ctx->coord_tp)
         tp_close(ctx->coord_tp);
     for (int i = 0; ctx->req_pool && i < ENG_REQ_POOL; i++)
-        eng_free(ctx->req_pool[i].tensors);
-    eng_free(ctx->req_pool);
-    eng_free(ctx->api_pushed_at);
+        util_free(ctx->req_pool[i].tensors);
+    util_free(ctx->req_pool);
+    util_free(ctx->api_pushed_at);
     eng_policy_free(ctx->policy);
     eng_config_free(ctx->cfg);
-    eng_free(ctx);
+    util_free(ctx);
 }
 
 static strata_status_t eng_ctx_config(const char *const *settings,
@@ -47,8 +47,8 @@ static strata_status_t eng_ctx_config(const char *const *settings,
         const char *eq = strchr(settings[i], '=');
         char key[128];
         if (!eq || eq == settings[i] || (size_t)(eq - settings[i]) >= 128) {
-            eng_error("strata_init_with: setting '%s' is not KEY=VALUE",
-                      settings[i]);
+            util_error("strata_init_with: setting '%s' is not KEY=VALUE",
+                       settings[i]);
             st = STRATA_ERR_CONFIG;
             break;
         }
@@ -67,7 +67,7 @@ static strata_status_t eng_ctx_config(const char *const *settings,
 
 static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
 {
-    strata_ctx_t *ctx = eng_calloc(1, sizeof(*ctx));
+    strata_ctx_t *ctx = util_calloc(1, sizeof(*ctx));
     if (!ctx) {
         eng_config_free(cfg);
         return STRATA_ERR_NOMEM;
@@ -75,12 +75,12 @@ static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
     ctx->cfg = cfg;
     ctx->epfd = ctx->cmd_efd = -1;
     ctx->timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
-    eng_gate_init(&ctx->joined, 0);
-    eng_gate_init(&ctx->committed, 0);
-    eng_gate_init(&ctx->served, 0);
-    eng_gate_init(&ctx->flushed, 0);
-    eng_waitq_init(&ctx->reqq);
-    ctx->req_pool = eng_calloc(ENG_REQ_POOL, sizeof(*ctx->req_pool));
+    util_gate_init(&ctx->joined, 0);
+    util_gate_init(&ctx->committed, 0);
+    util_gate_init(&ctx->served, 0);
+    util_gate_init(&ctx->flushed, 0);
+    util_waitq_init(&ctx->reqq);
+    ctx->req_pool = util_calloc(ENG_REQ_POOL, sizeof(*ctx->req_pool));
     if (!ctx->req_pool) {
         eng_ctx_free(ctx);
         return STRATA_ERR_NOMEM;
@@ -104,7 +104,7 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
     ctx->naggs = ctx->launch.num_aggregators;
     ctx->nworkers = ctx->size - ctx->naggs;
     ctx->local_rank = ctx->launch.local_rank;
-    eng_log_set_rank(ctx->rank);
+    util_log_set_rank(ctx->rank);
     bool agg = eng_launch_is_aggregator(&ctx->launch, ctx->rank);
     ctx->role = agg ? STRATA_ROLE_AGGREGATOR : STRATA_ROLE_WORKER;
     ctx->worker_index = agg ? -1 : ctx->rank - ctx->naggs;
@@ -147,7 +147,7 @@ strata_status_t strata_init_with(const char *const *settings,
                                  strata_ctx_t **ctx_out)
 {
     if (!ctx_out) {
-        eng_error("strata_init: ctx_out must not be NULL");
+        util_error("strata_init: ctx_out must not be NULL");
         return STRATA_ERR_INVALID;
     }
     eng_config_t *cfg;
@@ -166,19 +166,19 @@ strata_status_t strata_init_with(const char *const *settings,
      * grace of at most a second for the coordinator's word), with the
      * reason; this wait only backs it up. */
     if (st == STRATA_OK)
-        st = eng_gate_wait(&ctx->joined, 1, ctx->timeout_ms + 2000);
+        st = util_gate_wait(&ctx->joined, 1, ctx->timeout_ms + 2000);
     if (st == STRATA_ERR_TIMEOUT && eng_fatal(ctx) == STRATA_OK)
-        eng_error("strata_init: the job did not come together within "
-                  "STRATA_TIMEOUT_MS=%d",
-                  ctx->timeout_ms);
+        util_error("strata_init: the job did not come together within "
+                   "STRATA_TIMEOUT_MS=%d",
+                   ctx->timeout_ms);
     if (st != STRATA_OK) {
         eng_ctx_free(ctx);
         return st;
     }
     eng_name_transport(ctx);
-    eng_info("rank %d of %d joined as %s over %s", ctx->rank, ctx->size,
-             ctx->role == STRATA_ROLE_AGGREGATOR ? "aggregator" : "worker",
-             ctx->transport);
+    util_info("rank %d of %d joined as %s over %s", ctx->rank, ctx->size,
+              ctx->role == STRATA_ROLE_AGGREGATOR ? "aggregator" : "worker",
+              ctx->transport);
     *ctx_out = ctx;
     return STRATA_OK;
 }
@@ -214,8 +214,8 @@ static strata_request_t *eng_req_get(strata_ctx_t *ctx, eng_req_kind_t kind)
         eng_req_reclaim(ctx);
     strata_request_t *req = ctx->req_free;
     if (!req) {
-        eng_error("more than %d requests outstanding: wait for some",
-                  ENG_REQ_POOL);
+        util_error("more than %d requests outstanding: wait for some",
+                   ENG_REQ_POOL);
         return NULL;
     }
     ctx->req_free = req->next_free;
@@ -261,14 +261,14 @@ static strata_status_t eng_req_wait(strata_request_t *req, int timeout_ms)
         timeout_ms = ctx->timeout_ms;
     strata_status_t st;
     if (req->kind == ENG_REQ_PULL)
-        st = eng_gate_wait(eng_worker_pull_gate(ctx), req->clock, timeout_ms);
-    else if ((st = eng_waitq_wait(&ctx->reqq, eng_req_cond, req, timeout_ms)) ==
-             STRATA_OK)
+        st = util_gate_wait(eng_worker_pull_gate(ctx), req->clock, timeout_ms);
+    else if ((st = util_waitq_wait(&ctx->reqq, eng_req_cond, req,
+                                   timeout_ms)) == STRATA_OK)
         st = req->status;
     if (st == STRATA_ERR_TIMEOUT && timeout_ms > 0) {
         char what[64];
-        eng_error("strata_wait: the %s did not complete within %d ms",
-                  eng_req_what(req, what, sizeof(what)), timeout_ms);
+        util_error("strata_wait: the %s did not complete within %d ms",
+                   eng_req_what(req, what, sizeof(what)), timeout_ms);
     }
     return st;
 }
@@ -293,7 +293,7 @@ static strata_status_t eng_run(strata_ctx_t *ctx, eng_cmd_t *cmd,
 strata_status_t strata_wait(strata_request_t **req, int timeout_ms)
 {
     if (!req || !*req) {
-        eng_error("strata_wait: no request given");
+        util_error("strata_wait: no request given");
         return STRATA_ERR_INVALID;
     }
     strata_status_t st = eng_req_wait(*req, timeout_ms);
@@ -307,14 +307,14 @@ strata_status_t strata_wait(strata_request_t **req, int timeout_ms)
 strata_status_t strata_test(strata_request_t **req, int *done_out)
 {
     if (!req || !*req || !done_out) {
-        eng_error("strata_test: no request or no done_out given");
+        util_error("strata_test: no request or no done_out given");
         return STRATA_ERR_INVALID;
     }
     strata_request_t *r = *req;
     strata_status_t st;
     bool done;
     if (r->kind == ENG_REQ_PULL) {
-        st = eng_gate_wait(eng_worker_pull_gate(r->ctx), r->clock, 0);
+        st = util_gate_wait(eng_worker_pull_gate(r->ctx), r->clock, 0);
         done = st != STRATA_ERR_TIMEOUT;
     } else {
         done = eng_req_cond(r) == STRATA_OK;
@@ -334,11 +334,11 @@ static strata_status_t eng_need(const strata_ctx_t *ctx, strata_role_t role,
                                 const char *fn)
 {
     if (!ctx) {
-        eng_error("%s: no context given", fn);
+        util_error("%s: no context given", fn);
         return STRATA_ERR_INVALID;
     }
     if (ctx->role != role) {
-        eng_error(
+        util_error(
             "%s is for %ss; rank %d is %s", fn,
             role == STRATA_ROLE_WORKER ? "worker" : "aggregator", ctx->rank,
             ctx->role == STRATA_ROLE_WORKER ? "a worker" : "an aggregator");
@@ -355,7 +355,7 @@ strata_status_t strata_serve(strata_ctx_t *ctx)
     /* Serving lasts as long as training: the wait is renewed while the
      * workers live; a dead one fails the gate within STRATA_TIMEOUT_MS. */
     do
-        st = eng_gate_wait(&ctx->served, 1, ctx->timeout_ms);
+        st = util_gate_wait(&ctx->served, 1, ctx->timeout_ms);
     while (st == STRATA_ERR_TIMEOUT);
     return st;
 }
@@ -438,7 +438,7 @@ strata_status_t strata_alloc(strata_ctx_t *ctx, size_t bytes, void **ptr_out)
     if (st != STRATA_OK)
         return st;
     if (!ptr_out) {
-        eng_error("strata_alloc: ptr_out must not be NULL");
+        util_error("strata_alloc: ptr_out must not be NULL");
         return STRATA_ERR_INVALID;
     }
     eng_cmd_t cmd = {.type = ENG_CMD_ALLOC,
@@ -465,21 +465,21 @@ strata_status_t strata_tensor_register(strata_ctx_t *ctx, const char *name,
     if (st != STRATA_OK)
         return st;
     if (ctx->api_pushed_at) {
-        eng_error("strata_tensor_register('%s'): the layout is already "
-                  "committed",
-                  name ? name : "(null)");
+        util_error("strata_tensor_register('%s'): the layout is already "
+                   "committed",
+                   name ? name : "(null)");
         return STRATA_ERR_STATE;
     }
     if (!name || !param || !grad) {
-        eng_error("strata_tensor_register('%s'): name, param and grad must "
-                  "not be NULL",
-                  name ? name : "(null)");
+        util_error("strata_tensor_register('%s'): name, param and grad must "
+                   "not be NULL",
+                   name ? name : "(null)");
         return STRATA_ERR_INVALID;
     }
     eng_tensor_desc_t d = {.dtype = dtype, .count = count};
     if (strlen(name) > ENG_TENSOR_NAME_MAX) {
-        eng_error("tensor name '%.40s...' is longer than %d bytes", name,
-                  ENG_TENSOR_NAME_MAX);
+        util_error("tensor name '%.40s...' is longer than %d bytes", name,
+                   ENG_TENSOR_NAME_MAX);
         return STRATA_ERR_INVALID;
     }
     snprintf(d.name, sizeof(d.name), "%s", name);
@@ -492,7 +492,7 @@ strata_status_t strata_commit(strata_ctx_t *ctx)
     if (st != STRATA_OK || ctx->api_pushed_at)
         return st;
     uint32_t nt = eng_worker_ntensors(ctx);
-    int64_t *pushed_at = eng_malloc(sizeof(int64_t) * (nt ? nt : 1));
+    int64_t *pushed_at = util_malloc(sizeof(int64_t) * (nt ? nt : 1));
     if (!pushed_at)
         return STRATA_ERR_NOMEM;
     for (uint32_t i = 0; i < nt; i++)
@@ -500,7 +500,7 @@ strata_status_t strata_commit(strata_ctx_t *ctx)
     eng_cmd_t cmd = {.type = ENG_CMD_COMMIT};
     st = eng_run(ctx, &cmd, ctx->timeout_ms);
     if (st != STRATA_OK) {
-        eng_free(pushed_at);
+        util_free(pushed_at);
         return st;
     }
     ctx->api_pushed_at = pushed_at;
@@ -515,36 +515,36 @@ static strata_status_t eng_push_args(strata_ctx_t *ctx, strata_request_t *req,
 {
     uint32_t nt = eng_worker_ntensors(ctx);
     if (n > nt || (n > 0 && !tensors)) {
-        eng_error("strata_push: %zu tensors given, %u registered", n, nt);
+        util_error("strata_push: %zu tensors given, %u registered", n, nt);
         return STRATA_ERR_INVALID;
     }
     if (n > 0 && !req->tensors &&
-        !(req->tensors = eng_malloc(sizeof(uint32_t) * nt)))
+        !(req->tensors = util_malloc(sizeof(uint32_t) * nt)))
         return STRATA_ERR_NOMEM;
     int64_t c = ctx->api_clock;
     for (size_t i = 0; i < n; i++) {
         if (tensors[i] < 0 || (uint32_t)tensors[i] >= nt) {
-            eng_error("strata_push: tensor id %d is not registered (0..%u)",
-                      tensors[i], nt - 1);
+            util_error("strata_push: tensor id %d is not registered (0..%u)",
+                       tensors[i], nt - 1);
             return STRATA_ERR_INVALID;
         }
         if (ctx->api_pushed_at[tensors[i]] == c) {
-            eng_error("strata_push: tensor id %d was already pushed in "
-                      "clock %lld",
-                      tensors[i], (long long)c);
+            util_error("strata_push: tensor id %d was already pushed in "
+                       "clock %lld",
+                       tensors[i], (long long)c);
             return STRATA_ERR_STATE;
         }
         for (size_t j = 0; j < i; j++)
             if (tensors[j] == tensors[i]) {
-                eng_error("strata_push: tensor id %d given twice", tensors[i]);
+                util_error("strata_push: tensor id %d given twice", tensors[i]);
                 return STRATA_ERR_INVALID;
             }
         req->tensors[i] = (uint32_t)tensors[i];
     }
     if (n == 0 && ctx->api_npushed > 0) {
-        eng_error("strata_push of every tensor: %u of them were already "
-                  "pushed in clock %lld",
-                  ctx->api_npushed, (long long)c);
+        util_error("strata_push of every tensor: %u of them were already "
+                   "pushed in clock %lld",
+                   ctx->api_npushed, (long long)c);
         return STRATA_ERR_STATE;
     }
     req->ntensors = (uint32_t)n;
@@ -574,15 +574,15 @@ strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
 {
     strata_status_t st = eng_need(ctx, STRATA_ROLE_WORKER, "strata_push");
     if (st == STRATA_OK && !req_out) {
-        eng_error("strata_push: req_out must not be NULL");
+        util_error("strata_push: req_out must not be NULL");
         st = STRATA_ERR_INVALID;
     }
     if (st == STRATA_OK)
         st = strata_commit(ctx);
     if (st == STRATA_OK && ctx->policy->ops->rounds && !ctx->api_in_round) {
-        eng_error("strata_push: STRATA_POLICY=%s workers train locally and "
-                  "call strata_round_ready and strata_round_sync",
-                  ctx->policy->ops->name);
+        util_error("strata_push: STRATA_POLICY=%s workers train locally and "
+                   "call strata_round_ready and strata_round_sync",
+                   ctx->policy->ops->name);
         st = STRATA_ERR_STATE;
     }
     if (st != STRATA_OK)
@@ -608,7 +608,7 @@ strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
 {
     strata_status_t st = eng_need(ctx, STRATA_ROLE_WORKER, "strata_pull");
     if (st == STRATA_OK && !req_out) {
-        eng_error("strata_pull: req_out must not be NULL");
+        util_error("strata_pull: req_out must not be NULL");
         st = STRATA_ERR_INVALID;
     }
     if (st == STRATA_OK)
@@ -617,9 +617,9 @@ strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
         return st;
     int64_t now = strata_clock(ctx);
     if (clock < 0 || clock > now) {
-        eng_error("strata_pull: clock %lld is not in [0, %lld], the clocks "
-                  "pushed so far",
-                  (long long)clock, (long long)now);
+        util_error("strata_pull: clock %lld is not in [0, %lld], the clocks "
+                   "pushed so far",
+                   (long long)clock, (long long)now);
         return STRATA_ERR_INVALID;
     }
     strata_request_t *req = eng_req_get(ctx, ENG_REQ_PULL);
@@ -657,7 +657,7 @@ strata_status_t strata_step(strata_ctx_t *ctx)
 strata_status_t strata_metrics(strata_ctx_t *ctx, strata_metrics_t *m_out)
 {
     if (!ctx || !m_out) {
-        eng_error("strata_metrics: ctx and m_out must not be NULL");
+        util_error("strata_metrics: ctx and m_out must not be NULL");
         return STRATA_ERR_INVALID;
     }
     eng_metrics_read(ctx, m_out);
@@ -668,7 +668,7 @@ strata_status_t strata_group_clocks(strata_ctx_t *ctx, int64_t *clocks,
                                     size_t max, size_t *ngroups_out)
 {
     if (!ctx || !ngroups_out || (max > 0 && !clocks)) {
-        eng_error("strata_group_clocks: missing ctx, clocks or ngroups_out");
+        util_error("strata_group_clocks: missing ctx, clocks or ngroups_out");
         return STRATA_ERR_INVALID;
     }
     if (!ctx->agg) {

@@ -61,14 +61,14 @@ static strata_status_t eng_publish_coord(const char *path, const char *addr)
     snprintf(tmp, sizeof(tmp), "%s.%d", path, (int)getpid());
     FILE *f = fopen(tmp, "w");
     if (!f || fprintf(f, "%s\n", addr) < 0 || fclose(f) != 0) {
-        eng_error("cannot write the coordinator's address to "
-                  "STRATA_COORD_FILE=%s: %s",
-                  path, strerror(errno));
+        util_error("cannot write the coordinator's address to "
+                   "STRATA_COORD_FILE=%s: %s",
+                   path, strerror(errno));
         return STRATA_ERR_IO;
     }
     if (rename(tmp, path) != 0) {
-        eng_error("cannot rename %s to STRATA_COORD_FILE=%s: %s", tmp, path,
-                  strerror(errno));
+        util_error("cannot rename %s to STRATA_COORD_FILE=%s: %s", tmp, path,
+                   strerror(errno));
         unlink(tmp);
         return STRATA_ERR_IO;
     }
@@ -87,7 +87,7 @@ static strata_status_t eng_listen_coord(strata_ctx_t *ctx)
         return st;
     snprintf(ctx->coord_addr, sizeof(ctx->coord_addr), "%s",
              tp_listener_addr(ctx->coord_listener));
-    eng_info("coordinator listening on %s", ctx->coord_addr);
+    util_info("coordinator listening on %s", ctx->coord_addr);
     if (ctx->launch.coord_file[0])
         return eng_publish_coord(ctx->launch.coord_file, ctx->coord_addr);
     return STRATA_OK;
@@ -111,8 +111,8 @@ static strata_status_t eng_listen_data(strata_ctx_t *ctx)
                        &ctx->data_listener[i]);
         if (st != STRATA_OK)
             return st;
-        eng_info("aggregator listening on %s %s", eng_prov_names[i],
-                 tp_listener_addr(ctx->data_listener[i]));
+        util_info("aggregator listening on %s %s", eng_prov_names[i],
+                  tp_listener_addr(ctx->data_listener[i]));
     }
     return STRATA_OK;
 }
@@ -133,12 +133,13 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
         st = eng_listen_data(ctx);
     if (st != STRATA_OK)
         return st;
-    ctx->roster = eng_calloc(1, sizeof(*ctx->roster));
+    ctx->roster = util_calloc(1, sizeof(*ctx->roster));
     if (ctx->roster)
         ctx->roster->aggs =
-            eng_calloc((size_t)ctx->naggs, sizeof(*ctx->roster->aggs));
+            util_calloc((size_t)ctx->naggs, sizeof(*ctx->roster->aggs));
     if (!ctx->roster || !ctx->roster->aggs) {
-        eng_error("out of memory for the roster of %d aggregators", ctx->naggs);
+        util_error("out of memory for the roster of %d aggregators",
+                   ctx->naggs);
         return STRATA_ERR_NOMEM;
     }
     ctx->roster->naggs = ctx->naggs;
@@ -148,8 +149,8 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
 void eng_boot_free(strata_ctx_t *ctx)
 {
     if (ctx->roster)
-        eng_free(ctx->roster->aggs);
-    eng_free(ctx->roster);
+        util_free(ctx->roster->aggs);
+    util_free(ctx->roster);
     ctx->roster = NULL;
     if (ctx->rank == 0 && ctx->launch.coord_file[0])
         unlink(ctx->launch.coord_file);
@@ -219,7 +220,7 @@ static void eng_boot_expired(strata_ctx_t *ctx)
 
 void eng_boot_retry(strata_ctx_t *ctx)
 {
-    if (eng_fatal(ctx) || eng_gate_load(&ctx->joined) > 0)
+    if (eng_fatal(ctx) || util_gate_load(&ctx->joined) > 0)
         return;
     if (eng_now_ns() >= ctx->join_deadline_ns) {
         eng_boot_expired(ctx);
@@ -285,8 +286,8 @@ void eng_boot_on_connected(strata_ctx_t *ctx, strata_status_t status)
             return;
         }
     }
-    eng_debug("connecting to the coordinator at %s: %s", ctx->coord_addr,
-              strata_strerror(status));
+    util_debug("connecting to the coordinator at %s: %s", ctx->coord_addr,
+               strata_strerror(status));
     ctx->join_last_error = status;
     tp_ep_close(ctx->coord_peer.ep);
     ctx->coord_peer.ep = NULL;
@@ -333,7 +334,7 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
     }
     if (ctx->launch.local_rank < 0)
         atomic_store(&ctx->local_rank, local_rank);
-    eng_debug("welcomed: local rank %d", local_rank);
+    util_debug("welcomed: local rank %d", local_rank);
     if (ctx->worker) {
         strata_status_t st = eng_worker_connect(ctx);
         if (st != STRATA_OK)

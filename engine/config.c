@@ -337,10 +337,10 @@ static void eng_cfg_report_unknown(const char *name, const char *value,
             best = eng_cfg_specs[k].name;
         }
     }
-    eng_error("config: %s=%s (%s): unknown setting%s%s%s; expected one of the "
-              "settings listed by 'strata-config --list'",
-              name, value, where, best ? " (did you mean " : "",
-              best ? best : "", best ? "?)" : "");
+    util_error("config: %s=%s (%s): unknown setting%s%s%s; expected one of the "
+               "settings listed by 'strata-config --list'",
+               name, value, where, best ? " (did you mean " : "",
+               best ? best : "", best ? "?)" : "");
 }
 
 /* Normalise a file key: "STRATA_FOO" as is, "foo" to "STRATA_FOO". */
@@ -367,20 +367,20 @@ static strata_status_t eng_cfg_assign(eng_config_t *cfg, const char *name,
     eng_cfg_value_t parsed = {0};
     char why[256];
     if (strlen(value) >= ENG_CFG_VALUE_MAX) {
-        eng_error("config: %s (%s): value of %zu bytes; expected at most %d",
-                  name, where, strlen(value), ENG_CFG_VALUE_MAX - 1);
+        util_error("config: %s (%s): value of %zu bytes; expected at most %d",
+                   name, where, strlen(value), ENG_CFG_VALUE_MAX - 1);
         return STRATA_ERR_CONFIG;
     }
     if (!eng_cfg_parse(spec, value, &parsed, why, sizeof(why))) {
-        eng_error("config: %s=%s (%s): expected %s", name,
-                  spec->flags & F_SECRET ? "<hidden>" : value, where, why);
+        util_error("config: %s=%s (%s): expected %s", name,
+                   spec->flags & F_SECRET ? "<hidden>" : value, where, why);
         return STRATA_ERR_CONFIG;
     }
-    parsed.raw = eng_strdup(value);
+    parsed.raw = util_strdup(value);
     if (!parsed.raw)
         return STRATA_ERR_NOMEM;
     parsed.src = src;
-    eng_free(cfg->v[k].raw);
+    util_free(cfg->v[k].raw);
     cfg->v[k] = parsed;
     return STRATA_OK;
 }
@@ -399,9 +399,9 @@ static strata_status_t eng_cfg_read_file(eng_config_t *cfg, const char *path)
 {
     FILE *f = fopen(path, "r");
     if (!f) {
-        eng_error("config: STRATA_CONFIG=%s: cannot open: %s; expected a "
-                  "readable key=value file",
-                  path, strerror(errno));
+        util_error("config: STRATA_CONFIG=%s: cannot open: %s; expected a "
+                   "readable key=value file",
+                   path, strerror(errno));
         return STRATA_ERR_CONFIG;
     }
     strata_status_t st = STRATA_OK;
@@ -419,7 +419,7 @@ static strata_status_t eng_cfg_read_file(eng_config_t *cfg, const char *path)
         char *eq = strchr(text, '=');
         char name[128];
         if (!eq) {
-            eng_error("config: %s: '%s': expected key=value", where, text);
+            util_error("config: %s: '%s': expected key=value", where, text);
             st = STRATA_ERR_CONFIG;
             continue;
         }
@@ -427,8 +427,8 @@ static strata_status_t eng_cfg_read_file(eng_config_t *cfg, const char *path)
         char *key = eng_cfg_trim(text), *value = eng_cfg_trim(eq + 1);
         if (!eng_cfg_key_name(key, name, sizeof(name)) ||
             strcmp(name, "STRATA_CONFIG") == 0) {
-            eng_error("config: %s: key '%s' is not allowed in a file", where,
-                      key);
+            util_error("config: %s: key '%s' is not allowed in a file", where,
+                       key);
             st = STRATA_ERR_CONFIG;
             continue;
         }
@@ -449,9 +449,9 @@ static strata_status_t eng_cfg_read_env(eng_config_t *cfg)
         const char *eq = strchr(*e, '=');
         char name[128];
         if (!eq || (size_t)(eq - *e) >= sizeof(name)) {
-            eng_error("config: %.*s...: unknown setting; expected one of "
-                      "the settings listed by 'strata-config --list'",
-                      64, *e);
+            util_error("config: %.*s...: unknown setting; expected one of "
+                       "the settings listed by 'strata-config --list'",
+                       64, *e);
             st = STRATA_ERR_CONFIG;
             continue;
         }
@@ -467,7 +467,7 @@ static strata_status_t eng_cfg_read_env(eng_config_t *cfg)
 
 strata_status_t eng_config_defaults(eng_config_t **cfg_out)
 {
-    eng_config_t *cfg = eng_calloc(1, sizeof(*cfg));
+    eng_config_t *cfg = util_calloc(1, sizeof(*cfg));
     if (!cfg)
         return STRATA_ERR_NOMEM;
     for (int k = 0; k < ENG_CFG__COUNT; k++) {
@@ -490,7 +490,7 @@ strata_status_t eng_config_load(eng_config_t **cfg_out)
 
     const char *path = getenv("STRATA_CONFIG");
     if (path && *path) {
-        cfg->file = eng_strdup(path);
+        cfg->file = util_strdup(path);
         if (!cfg->file) {
             st = STRATA_ERR_NOMEM;
             goto free_cfg;
@@ -503,7 +503,7 @@ strata_status_t eng_config_load(eng_config_t **cfg_out)
         st = st ? st : env_st;
         goto free_cfg;
     }
-    eng_log_set_level((eng_log_level_t)cfg->v[ENG_CFG_LOG].i);
+    util_log_set_level((util_log_level_t)cfg->v[ENG_CFG_LOG].i);
     *cfg_out = cfg;
     return STRATA_OK;
 
@@ -517,9 +517,9 @@ void eng_config_free(eng_config_t *cfg)
     if (!cfg)
         return;
     for (int k = 0; k < ENG_CFG__COUNT; k++)
-        eng_free(cfg->v[k].raw);
-    eng_free(cfg->file);
-    eng_free(cfg);
+        util_free(cfg->v[k].raw);
+    util_free(cfg->file);
+    util_free(cfg);
 }
 
 strata_status_t eng_config_set(eng_config_t *cfg, const char *key,
@@ -527,19 +527,19 @@ strata_status_t eng_config_set(eng_config_t *cfg, const char *key,
 {
     char name[128];
     if (!cfg || !key || !value) {
-        eng_error("config: eng_config_set: NULL %s", !cfg   ? "config"
-                                                     : !key ? "key"
-                                                            : "value");
+        util_error("config: eng_config_set: NULL %s", !cfg   ? "config"
+                                                      : !key ? "key"
+                                                             : "value");
         return STRATA_ERR_INVALID;
     }
     if (!eng_cfg_key_name(key, name, sizeof(name))) {
-        eng_error("config: key '%.64s...' is too long", key);
+        util_error("config: key '%.64s...' is too long", key);
         return STRATA_ERR_CONFIG;
     }
     strata_status_t st =
         eng_cfg_assign(cfg, name, value, ENG_CFG_SRC_API, "api");
     if (!st && eng_cfg_lookup(name) == ENG_CFG_LOG)
-        eng_log_set_level((eng_log_level_t)cfg->v[ENG_CFG_LOG].i);
+        util_log_set_level((util_log_level_t)cfg->v[ENG_CFG_LOG].i);
     return st;
 }
 

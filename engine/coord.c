@@ -22,12 +22,12 @@
 
 strata_status_t eng_coord_create(strata_ctx_t *ctx)
 {
-    eng_coord_t *c = eng_calloc(1, sizeof(*c));
+    eng_coord_t *c = util_calloc(1, sizeof(*c));
     if (c)
-        c->by_rank = eng_calloc((size_t)ctx->size, sizeof(*c->by_rank));
+        c->by_rank = util_calloc((size_t)ctx->size, sizeof(*c->by_rank));
     if (!c || !c->by_rank) {
-        eng_error("out of memory for the coordinator of %d ranks", ctx->size);
-        eng_free(c);
+        util_error("out of memory for the coordinator of %d ranks", ctx->size);
+        util_free(c);
         return STRATA_ERR_NOMEM;
     }
     ctx->coord = c;
@@ -56,19 +56,19 @@ void eng_coord_free(strata_ctx_t *ctx)
             tp_ep_close(m->peer.ep);
         eng_backlog_drop(ctx, &m->peer);
         eng_layout_rx_free(&m->layout);
-        eng_free(m->metrics);
-        eng_free(m);
+        util_free(m->metrics);
+        util_free(m);
     }
-    eng_free(c->by_rank);
-    eng_free(c);
+    util_free(c->by_rank);
+    util_free(c);
     ctx->coord = NULL;
 }
 
 void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep)
 {
-    eng_member_t *m = eng_calloc(1, sizeof(*m));
+    eng_member_t *m = util_calloc(1, sizeof(*m));
     if (!m) {
-        eng_error("out of memory admitting %s", tp_ep_peer(ep));
+        util_error("out of memory admitting %s", tp_ep_peer(ep));
         tp_ep_close(ep);
         return;
     }
@@ -107,7 +107,7 @@ void eng_coord_abort(strata_ctx_t *ctx, const char *reason)
         if (m->peer.rank != 0) /* rank 0 shares this context */
             eng_send_abort(ctx, m, st, reason);
     if (ctx->abort_pending == 0)
-        eng_gate_raise(&ctx->flushed, 1);
+        util_gate_raise(&ctx->flushed, 1);
 }
 
 bool eng_coord_missing(strata_ctx_t *ctx)
@@ -250,8 +250,8 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
         return;
     }
     c->by_rank[rank] = m;
-    eng_debug("%s joined (%d of %d)", eng_member_str(m, who, sizeof(who)),
-              c->nhello + 1, ctx->size);
+    util_debug("%s joined (%d of %d)", eng_member_str(m, who, sizeof(who)),
+               c->nhello + 1, ctx->size);
     if (++c->nhello == ctx->size)
         for (int i = 0; i < ctx->size; i++)
             eng_send_roster(ctx, c->by_rank[i]);
@@ -283,8 +283,8 @@ static void eng_layout_accepted(strata_ctx_t *ctx)
         eng_send_layout_ok(ctx, c->by_rank[r]);
     c->layout_sent = true;
     eng_coord_policy_start(ctx);
-    eng_info("layout of %u tensors accepted from %d workers", ref->ntensors,
-             ctx->nworkers);
+    util_info("layout of %u tensors accepted from %d workers", ref->ntensors,
+              ctx->nworkers);
 }
 
 static void eng_check_layouts(strata_ctx_t *ctx)
@@ -344,7 +344,7 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     }
     m->bye = true;
     m->peer.left = true;
-    m->metrics = json[0] ? eng_strdup(json) : NULL;
+    m->metrics = json[0] ? util_strdup(json) : NULL;
     if (!m->dropped) /* a dropped worker was counted then */
         ctx->coord->nbye++;
     eng_coord_regroup_left(ctx, m);
@@ -419,7 +419,7 @@ strata_status_t eng_coord_write_metrics(strata_ctx_t *ctx, const char *path)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
-        eng_error("cannot write STRATA_METRICS=%s: %s", path, strerror(errno));
+        util_error("cannot write STRATA_METRICS=%s: %s", path, strerror(errno));
         return STRATA_ERR_IO;
     }
     fprintf(f, "{\"ranks\": [");
@@ -433,7 +433,7 @@ strata_status_t eng_coord_write_metrics(strata_ctx_t *ctx, const char *path)
     }
     fprintf(f, "\n]}\n");
     if (fclose(f) != 0) {
-        eng_error("cannot write STRATA_METRICS=%s: %s", path, strerror(errno));
+        util_error("cannot write STRATA_METRICS=%s: %s", path, strerror(errno));
         return STRATA_ERR_IO;
     }
     return STRATA_OK;

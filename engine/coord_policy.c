@@ -16,8 +16,8 @@ strata_status_t eng_coord_policy_create(strata_ctx_t *ctx)
     if (ctx->policy->ops->regroups)
         st = eng_coord_regroup_create(ctx);
     if (st != STRATA_OK)
-        eng_error("cannot set up the coordinator's grouping: %s",
-                  strata_strerror(st));
+        util_error("cannot set up the coordinator's grouping: %s",
+                   strata_strerror(st));
     return st;
 }
 
@@ -57,8 +57,8 @@ static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
     eng_coord_t *c = ctx->coord;
     uint32_t w = (uint32_t)(m->peer.rank - ctx->naggs);
     char who[200];
-    eng_warn("dropping worker %s: %s; the others go on without it",
-             eng_member_str(m, who, sizeof(who)), why);
+    util_warn("dropping worker %s: %s; the others go on without it",
+              eng_member_str(m, who, sizeof(who)), why);
     m->dropped = true;
     c->nbye++; /* it will not say BYE */
     if (c->ss && eng_ss_is_live(c->ss, w))

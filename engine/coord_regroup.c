@@ -45,7 +45,7 @@ strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx)
 {
     const eng_policy_t *p = ctx->policy;
     uint32_t nw = (uint32_t)ctx->nworkers;
-    eng_regroup_t *rg = eng_calloc(1, sizeof(*rg));
+    eng_regroup_t *rg = util_calloc(1, sizeof(*rg));
     ctx->coord->rg = rg;
     if (!rg)
         return STRATA_ERR_NOMEM;
@@ -56,12 +56,12 @@ strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx)
         st = eng_members_create(nw, p->ngroups, p->group_of, &rg->members);
     if (st != STRATA_OK)
         return st;
-    rg->epochs = eng_calloc(nw ? nw : 1, sizeof(*rg->epochs));
-    rg->frozen_at = eng_calloc(nw ? nw : 1, sizeof(*rg->frozen_at));
-    rg->target = eng_calloc(nw ? nw : 1, sizeof(*rg->target));
-    rg->join_clock = eng_calloc(p->ngroups, sizeof(*rg->join_clock));
-    rg->high = eng_calloc(p->ngroups, sizeof(*rg->high));
-    rg->final = eng_calloc(nw ? nw : 1, sizeof(*rg->final));
+    rg->epochs = util_calloc(nw ? nw : 1, sizeof(*rg->epochs));
+    rg->frozen_at = util_calloc(nw ? nw : 1, sizeof(*rg->frozen_at));
+    rg->target = util_calloc(nw ? nw : 1, sizeof(*rg->target));
+    rg->join_clock = util_calloc(p->ngroups, sizeof(*rg->join_clock));
+    rg->high = util_calloc(p->ngroups, sizeof(*rg->high));
+    rg->final = util_calloc(nw ? nw : 1, sizeof(*rg->final));
     if (!rg->epochs || !rg->frozen_at || !rg->target || !rg->join_clock ||
         !rg->high || !rg->final)
         return STRATA_ERR_NOMEM;
@@ -77,13 +77,13 @@ void eng_coord_regroup_free(strata_ctx_t *ctx)
         return;
     eng_grouping_destroy(rg->grouping);
     eng_members_destroy(rg->members);
-    eng_free(rg->epochs);
-    eng_free(rg->frozen_at);
-    eng_free(rg->target);
-    eng_free(rg->join_clock);
-    eng_free(rg->high);
-    eng_free(rg->final);
-    eng_free(rg);
+    util_free(rg->epochs);
+    util_free(rg->frozen_at);
+    util_free(rg->target);
+    util_free(rg->join_clock);
+    util_free(rg->high);
+    util_free(rg->final);
+    util_free(rg);
     ctx->coord->rg = NULL;
 }
 
@@ -135,8 +135,8 @@ static void eng_rg_go(strata_ctx_t *ctx)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     eng_rg_tell(ctx, ENG_MSG_GO);
-    eng_info("regroup %u done: %u groups (GVF %.3f)", rg->gen,
-             eng_grouping_count(rg->grouping), eng_grouping_gvf(rg->grouping));
+    util_info("regroup %u done: %u groups (GVF %.3f)", rg->gen,
+              eng_grouping_count(rg->grouping), eng_grouping_gvf(rg->grouping));
     rg->phase = ENG_RG_IDLE;
     eng_rg_maybe_classify(ctx);
 }
@@ -210,9 +210,9 @@ static strata_status_t eng_rg_plan(strata_ctx_t *ctx, uint32_t *nmoves)
                                               g, rg->join_clock[g]);
         if (st != STRATA_OK)
             return st;
-        eng_debug("regroup %u: worker %u from clock %" PRId64
-                  " into group %u at its clock %" PRId64,
-                  rg->gen, w, rg->frozen_at[w], g, rg->join_clock[g]);
+        util_debug("regroup %u: worker %u from clock %" PRId64
+                   " into group %u at its clock %" PRId64,
+                   rg->gen, w, rg->frozen_at[w], g, rg->join_clock[g]);
         if (eng_wbuf_room(&msg) < 24) {
             for (int a = 0; a < ctx->naggs; a++)
                 eng_rg_send(ctx, ctx->coord->by_rank[a], &msg);
@@ -324,8 +324,8 @@ static void eng_rg_maybe_classify(strata_ctx_t *ctx)
         eng_rg_tell(ctx, ENG_MSG_RANK);
         return;
     }
-    eng_info("epoch %u: regrouping into %u groups", rg->classified,
-             eng_grouping_count(rg->grouping));
+    util_info("epoch %u: regrouping into %u groups", rg->classified,
+              eng_grouping_count(rg->grouping));
     eng_rg_freeze(ctx);
 }
 

@@ -195,12 +195,12 @@ struct strata_ctx {
     eng_agg_t *agg;
 
     /* what application threads wait on */
-    eng_gate_t joined;    /* 1: every rank joined, data connections up */
-    eng_gate_t committed; /* 1: layout accepted (worker: model received) */
-    eng_gate_t served;    /* aggregator: 1 when every worker left */
-    eng_gate_t flushed;   /* coordinator: 1 once its ABORTs are sent */
+    util_gate_t joined;    /* 1: every rank joined, data connections up */
+    util_gate_t committed; /* 1: layout accepted (worker: model received) */
+    util_gate_t served;    /* aggregator: 1 when every worker left */
+    util_gate_t flushed;   /* coordinator: 1 once its ABORTs are sent */
     uint32_t abort_pending;
-    eng_waitq_t reqq;  /* requests completing */
+    util_waitq_t reqq; /* requests completing */
     _Atomic int fatal; /* the first failure, or STRATA_OK */
     bool bye_sent;
 
@@ -340,7 +340,7 @@ uint32_t eng_worker_ntensors(const strata_ctx_t *ctx);
 /* The provider of the connection to aggregator a (after joining). */
 int eng_worker_link_prov(const strata_ctx_t *ctx, int a);
 /* Raised to the least clock whose model every parameter buffer holds. */
-eng_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx);
+util_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx);
 /* The roster arrived: connect to every aggregator. */
 strata_status_t eng_worker_connect(strata_ctx_t *ctx);
 void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,

@@ -18,9 +18,9 @@ strata_status_t eng_gdtopk_plan(double rank, uint32_t epoch,
                                 eng_gdtopk_plan_t *plan_out)
 {
     if (!(rank >= 0 && rank <= 1) || epoch == 0 || flush_epochs == 0) {
-        eng_error("gdtopk: rank %g must be in [0, 1], epoch %" PRIu32
-                  " and flush period %" PRIu32 " at least 1",
-                  rank, epoch, flush_epochs);
+        util_error("gdtopk: rank %g must be in [0, 1], epoch %" PRIu32
+                   " and flush period %" PRIu32 " at least 1",
+                   rank, epoch, flush_epochs);
         return STRATA_ERR_INVALID;
     }
     double steady = eng_gdtopk_steady_ratio(rank);

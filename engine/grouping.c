@@ -75,14 +75,14 @@ static double grp_ssd_range(const grp_dp_t *dp, uint32_t i, uint32_t j)
 static strata_status_t grp_dp_run(grp_dp_t *dp, const double *x)
 {
     uint32_t n = dp->n, w = n + 1;
-    dp->s1 = eng_calloc(w, sizeof(double));
-    dp->s2 = eng_calloc(w, sizeof(double));
-    dp->cost = eng_calloc((size_t)(dp->kmax + 1) * w, sizeof(double));
-    dp->from = eng_calloc((size_t)(dp->kmax + 1) * w, sizeof(uint32_t));
+    dp->s1 = util_calloc(w, sizeof(double));
+    dp->s2 = util_calloc(w, sizeof(double));
+    dp->cost = util_calloc((size_t)(dp->kmax + 1) * w, sizeof(double));
+    dp->from = util_calloc((size_t)(dp->kmax + 1) * w, sizeof(uint32_t));
     if (!dp->s1 || !dp->s2 || !dp->cost || !dp->from) {
-        eng_error("grouping: out of memory for Jenks over %" PRIu32
-                  " values and %" PRIu32 " classes",
-                  n, dp->kmax);
+        util_error("grouping: out of memory for Jenks over %" PRIu32
+                   " values and %" PRIu32 " classes",
+                   n, dp->kmax);
         return STRATA_ERR_NOMEM;
     }
     double mean = 0;
@@ -124,26 +124,26 @@ static void grp_dp_breaks(const grp_dp_t *dp, uint32_t k, uint32_t *start)
 
 static void grp_dp_free(grp_dp_t *dp)
 {
-    eng_free(dp->s1);
-    eng_free(dp->s2);
-    eng_free(dp->cost);
-    eng_free(dp->from);
+    util_free(dp->s1);
+    util_free(dp->s2);
+    util_free(dp->cost);
+    util_free(dp->from);
 }
 
 strata_status_t eng_jenks(const double *x, uint32_t n, uint32_t k,
                           uint32_t *start_out, double *sdcm_out)
 {
     if (k == 0 || k > n) {
-        eng_error("grouping: cannot cut %" PRIu32 " values into %" PRIu32
-                  " classes",
-                  n, k);
+        util_error("grouping: cannot cut %" PRIu32 " values into %" PRIu32
+                   " classes",
+                   n, k);
         return STRATA_ERR_INVALID;
     }
     for (uint32_t i = 1; i < n; i++)
         if (!(x[i - 1] <= x[i])) {
-            eng_error("grouping: Jenks needs sorted values; value %" PRIu32
-                      " (%g) precedes a smaller one (%g)",
-                      i - 1, x[i - 1], x[i]);
+            util_error("grouping: Jenks needs sorted values; value %" PRIu32
+                       " (%g) precedes a smaller one (%g)",
+                       i - 1, x[i - 1], x[i]);
             return STRATA_ERR_INVALID;
         }
     grp_dp_t dp = {.n = n, .kmax = k};
@@ -163,8 +163,8 @@ strata_status_t eng_grouping_parse_manual(const char *spec, uint32_t workers,
                                           uint32_t *groups_out)
 {
     if (strncmp(spec, "manual:", 7) != 0) {
-        eng_error("STRATA_GROUPING=%s: expected auto or manual:g0,g1,...",
-                  spec);
+        util_error("STRATA_GROUPING=%s: expected auto or manual:g0,g1,...",
+                   spec);
         return STRATA_ERR_CONFIG;
     }
     const char *p = spec + 7;
@@ -175,9 +175,9 @@ strata_status_t eng_grouping_parse_manual(const char *spec, uint32_t workers,
         unsigned long v = strtoul(p, &end, 10);
         if (end == p || *p == '-' || *p == '+' || errno ||
             v >= ENG_TRACKER_MAX_GROUPS || (*end != ',' && *end != '\0')) {
-            eng_error("STRATA_GROUPING=%s: item %" PRIu32
-                      " is not a group number in [0, %d)",
-                      spec, n + 1, ENG_TRACKER_MAX_GROUPS);
+            util_error("STRATA_GROUPING=%s: item %" PRIu32
+                       " is not a group number in [0, %d)",
+                       spec, n + 1, ENG_TRACKER_MAX_GROUPS);
             return STRATA_ERR_CONFIG;
         }
         if (n < workers)
@@ -189,9 +189,9 @@ strata_status_t eng_grouping_parse_manual(const char *spec, uint32_t workers,
         p = end + 1;
     }
     if (n != workers) {
-        eng_error("STRATA_GROUPING=%s lists %" PRIu32 " workers, but there "
-                  "are %" PRIu32 ": give one group number per worker",
-                  spec, n, workers);
+        util_error("STRATA_GROUPING=%s lists %" PRIu32 " workers, but there "
+                   "are %" PRIu32 ": give one group number per worker",
+                   spec, n, workers);
         return STRATA_ERR_CONFIG;
     }
     for (uint32_t g = 0; g < k; g++) {
@@ -199,9 +199,9 @@ strata_status_t eng_grouping_parse_manual(const char *spec, uint32_t workers,
         while (w < workers && group_of_out[w] != g)
             w++;
         if (w == workers) {
-            eng_error("STRATA_GROUPING=%s: group %" PRIu32 " has no worker "
-                      "(number groups 0 to %" PRIu32 " without gaps)",
-                      spec, g, k - 1);
+            util_error("STRATA_GROUPING=%s: group %" PRIu32 " has no worker "
+                       "(number groups 0 to %" PRIu32 " without gaps)",
+                       spec, g, k - 1);
             return STRATA_ERR_CONFIG;
         }
     }
@@ -226,19 +226,19 @@ void eng_grouping_params_from_config(const eng_config_t *cfg, uint32_t workers,
 static strata_status_t grp_check(const eng_grouping_params_t *p)
 {
     if (p->workers == 0 || p->workers > UINT32_MAX / 2) {
-        eng_error("grouping: %" PRIu32 " workers", p->workers);
+        util_error("grouping: %" PRIu32 " workers", p->workers);
         return STRATA_ERR_INVALID;
     }
     if (!(p->gvf >= 0 && p->gvf <= 1) || p->max_groups == 0) {
-        eng_error("grouping: STRATA_GVF=%g must be in [0, 1] and "
-                  "STRATA_MAX_GROUPS=%" PRIu32 " at least 1",
-                  p->gvf, p->max_groups);
+        util_error("grouping: STRATA_GVF=%g must be in [0, 1] and "
+                   "STRATA_MAX_GROUPS=%" PRIu32 " at least 1",
+                   p->gvf, p->max_groups);
         return STRATA_ERR_CONFIG;
     }
     if (p->groups > p->workers || p->groups > ENG_TRACKER_MAX_GROUPS) {
-        eng_error("grouping: STRATA_GROUPS=%" PRIu32 " is more groups than "
-                  "the %" PRIu32 " workers",
-                  p->groups, p->workers);
+        util_error("grouping: STRATA_GROUPS=%" PRIu32 " is more groups than "
+                   "the %" PRIu32 " workers",
+                   p->groups, p->workers);
         return STRATA_ERR_CONFIG;
     }
     return STRATA_OK;
@@ -247,20 +247,20 @@ static strata_status_t grp_check(const eng_grouping_params_t *p)
 static strata_status_t grp_alloc(eng_grouping_t *g)
 {
     uint32_t n = g->workers;
-    g->ema = eng_calloc(n, sizeof(double));
-    g->reported = eng_calloc(n, sizeof(bool));
-    g->dead = eng_calloc(n, sizeof(bool));
-    g->changed_before = eng_calloc(n, sizeof(bool));
-    g->group_of = eng_calloc(n, sizeof(uint32_t));
-    g->rank = eng_calloc(n, sizeof(double));
-    g->order = eng_calloc(n, sizeof(uint32_t));
-    g->sorted = eng_calloc(n, sizeof(double));
-    g->cand = eng_calloc(n, sizeof(uint32_t));
-    g->start = eng_calloc(n, sizeof(uint32_t));
+    g->ema = util_calloc(n, sizeof(double));
+    g->reported = util_calloc(n, sizeof(bool));
+    g->dead = util_calloc(n, sizeof(bool));
+    g->changed_before = util_calloc(n, sizeof(bool));
+    g->group_of = util_calloc(n, sizeof(uint32_t));
+    g->rank = util_calloc(n, sizeof(double));
+    g->order = util_calloc(n, sizeof(uint32_t));
+    g->sorted = util_calloc(n, sizeof(double));
+    g->cand = util_calloc(n, sizeof(uint32_t));
+    g->start = util_calloc(n, sizeof(uint32_t));
     if (g->ema && g->reported && g->dead && g->changed_before && g->group_of &&
         g->rank && g->order && g->sorted && g->cand && g->start)
         return STRATA_OK;
-    eng_error("grouping: out of memory for %" PRIu32 " workers", n);
+    util_error("grouping: out of memory for %" PRIu32 " workers", n);
     return STRATA_ERR_NOMEM;
 }
 
@@ -276,9 +276,9 @@ strata_status_t eng_grouping_create(const eng_grouping_params_t *params,
     strata_status_t st = grp_check(params);
     if (st != STRATA_OK)
         return st;
-    eng_grouping_t *g = eng_calloc(1, sizeof(*g));
+    eng_grouping_t *g = util_calloc(1, sizeof(*g));
     if (!g) {
-        eng_error("grouping: out of memory");
+        util_error("grouping: out of memory");
         return STRATA_ERR_NOMEM;
     }
     g->workers = params->workers;
@@ -292,9 +292,9 @@ strata_status_t eng_grouping_create(const eng_grouping_params_t *params,
         g->manual = true;
         st = eng_grouping_parse_manual(spec, g->workers, g->group_of, &g->k);
         if (st == STRATA_OK && g->fixed_k && g->fixed_k != g->k) {
-            eng_error("STRATA_GROUPS=%" PRIu32 " contradicts the %" PRIu32
-                      " groups of STRATA_GROUPING=%s",
-                      g->fixed_k, g->k, spec);
+            util_error("STRATA_GROUPS=%" PRIu32 " contradicts the %" PRIu32
+                       " groups of STRATA_GROUPING=%s",
+                       g->fixed_k, g->k, spec);
             st = STRATA_ERR_CONFIG;
         }
     }
@@ -311,17 +311,17 @@ void eng_grouping_destroy(eng_grouping_t *g)
 {
     if (!g)
         return;
-    eng_free(g->ema);
-    eng_free(g->reported);
-    eng_free(g->dead);
-    eng_free(g->changed_before);
-    eng_free(g->group_of);
-    eng_free(g->rank);
-    eng_free(g->order);
-    eng_free(g->sorted);
-    eng_free(g->cand);
-    eng_free(g->start);
-    eng_free(g);
+    util_free(g->ema);
+    util_free(g->reported);
+    util_free(g->dead);
+    util_free(g->changed_before);
+    util_free(g->group_of);
+    util_free(g->rank);
+    util_free(g->order);
+    util_free(g->sorted);
+    util_free(g->cand);
+    util_free(g->start);
+    util_free(g);
 }
 
 /* ---- measurements ---- */
@@ -330,9 +330,9 @@ static strata_status_t grp_check_worker(const eng_grouping_t *g, uint32_t w)
 {
     if (w < g->workers)
         return STRATA_OK;
-    eng_error("grouping: worker %" PRIu32 " does not exist (%" PRIu32
-              " workers)",
-              w, g->workers);
+    util_error("grouping: worker %" PRIu32 " does not exist (%" PRIu32
+               " workers)",
+               w, g->workers);
     return STRATA_ERR_INVALID;
 }
 
@@ -343,9 +343,9 @@ strata_status_t eng_grouping_report(eng_grouping_t *g, uint32_t worker,
     if (st != STRATA_OK)
         return st;
     if (!(seconds > 0) || !isfinite(seconds)) {
-        eng_error("grouping: worker %" PRIu32 " reported an iteration time "
-                  "of %g s; expected a positive finite time",
-                  worker, seconds);
+        util_error("grouping: worker %" PRIu32 " reported an iteration time "
+                   "of %g s; expected a positive finite time",
+                   worker, seconds);
         return STRATA_ERR_INVALID;
     }
     g->ema[worker] = g->reported[worker]
@@ -509,7 +509,7 @@ strata_status_t eng_grouping_epoch(eng_grouping_t *g, bool *changed_out)
     *changed_out = false;
     uint32_t n = grp_sort_live(g);
     if (n == 0) {
-        eng_debug("grouping: not every live worker has reported a time yet");
+        util_debug("grouping: not every live worker has reported a time yet");
         return STRATA_OK;
     }
     if (!g->manual) {
@@ -520,8 +520,8 @@ strata_status_t eng_grouping_epoch(eng_grouping_t *g, bool *changed_out)
             *changed_out = grp_apply(g, k);
         g->classified = true;
         if (*changed_out)
-            eng_info("grouping: %" PRIu32 " groups (generation %" PRIu64 ")",
-                     g->k, g->generation);
+            util_info("grouping: %" PRIu32 " groups (generation %" PRIu64 ")",
+                      g->k, g->generation);
     }
     grp_refresh_ranks(g, n);
     return STRATA_OK;

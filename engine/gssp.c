@@ -12,19 +12,19 @@
 strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
 {
     if (!ctx || ctx->role != STRATA_ROLE_WORKER) {
-        eng_error("strata_epoch_end is for workers");
+        util_error("strata_epoch_end is for workers");
         return ctx ? STRATA_ERR_STATE : STRATA_ERR_INVALID;
     }
     if (!(iteration_seconds >= 0) || iteration_seconds > 1e9) {
-        eng_error("strata_epoch_end: iteration_seconds must be >= 0 (0: "
-                  "measured), got %g",
-                  iteration_seconds);
+        util_error("strata_epoch_end: iteration_seconds must be >= 0 (0: "
+                   "measured), got %g",
+                   iteration_seconds);
         return STRATA_ERR_INVALID;
     }
     if (!ctx->policy->ops->regroups)
         return STRATA_OK;
     if (!ctx->api_pushed_at) {
-        eng_error("strata_epoch_end: no step was taken (commit first)");
+        util_error("strata_epoch_end: no step was taken (commit first)");
         return STRATA_ERR_STATE;
     }
     int64_t steps = ctx->api_clock - ctx->api_epoch_clock;
@@ -34,8 +34,8 @@ strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
     ctx->api_compute_ns = 0;
     ctx->api_epochs++;
     if (!(iteration_seconds > 0)) {
-        eng_error("strata_epoch_end: no step in epoch %u to measure",
-                  ctx->api_epochs);
+        util_error("strata_epoch_end: no step in epoch %u to measure",
+                   ctx->api_epochs);
         return STRATA_ERR_STATE;
     }
     eng_cmd_t cmd = {.type = ENG_CMD_EPOCH};
@@ -43,7 +43,7 @@ strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
     cmd.u.epoch.seconds = iteration_seconds;
     strata_status_t st = eng_cmd_submit(ctx, &cmd);
     if (st != STRATA_OK)
-        eng_error("strata_epoch_end: the command queue is full");
+        util_error("strata_epoch_end: the command queue is full");
     return st != STRATA_OK ? st : eng_fatal(ctx);
 }
 

@@ -33,9 +33,9 @@ static int eng_env_int(const char *var)
     errno = 0;
     long v = strtol(s, &end, 10);
     if (errno || end == s || *end != '\0' || v < 0 || v > 1 << 24) {
-        eng_error("%s='%s' is not a rank or size (expected an integer in "
-                  "[0, %d])",
-                  var, s, 1 << 24);
+        util_error("%s='%s' is not a rank or size (expected an integer in "
+                   "[0, %d])",
+                   var, s, 1 << 24);
         return -2;
     }
     return (int)v;
@@ -66,8 +66,8 @@ static strata_status_t eng_launch_coord(const eng_config_t *cfg,
     }
     if (*file) {
         if (strlen(file) >= sizeof(l->coord_file)) {
-            eng_error("STRATA_COORD_FILE is longer than %zu bytes",
-                      sizeof(l->coord_file) - 1);
+            util_error("STRATA_COORD_FILE is longer than %zu bytes",
+                       sizeof(l->coord_file) - 1);
             return STRATA_ERR_CONFIG;
         }
         snprintf(l->coord_file, sizeof(l->coord_file), "%s", file);
@@ -76,18 +76,18 @@ static strata_status_t eng_launch_coord(const eng_config_t *cfg,
     if (maddr && mport) {
         int port = eng_env_int("MASTER_PORT");
         if (port < 1 || port >= 65535 || !*maddr) {
-            eng_error("MASTER_ADDR='%s' MASTER_PORT='%s' do not give a "
-                      "coordinator address (expected a host and a port in "
-                      "[1, 65534]; Strata listens on MASTER_PORT+1)",
-                      maddr, mport);
+            util_error("MASTER_ADDR='%s' MASTER_PORT='%s' do not give a "
+                       "coordinator address (expected a host and a port in "
+                       "[1, 65534]; Strata listens on MASTER_PORT+1)",
+                       maddr, mport);
             return STRATA_ERR_CONFIG;
         }
         snprintf(l->coord, sizeof(l->coord), "%s:%d", maddr, port + 1);
         return STRATA_OK;
     }
-    eng_error("no coordinator address: set STRATA_COORD=host:port (a port "
-              "rank 0 can listen on, on the host of rank 0), or "
-              "STRATA_COORD_FILE=path on a filesystem every rank sees");
+    util_error("no coordinator address: set STRATA_COORD=host:port (a port "
+               "rank 0 can listen on, on the host of rank 0), or "
+               "STRATA_COORD_FILE=path on a filesystem every rank sees");
     return STRATA_ERR_CONFIG;
 }
 
@@ -96,21 +96,21 @@ static strata_status_t eng_launch_check(const eng_launch_t *l,
                                         const char *size_from)
 {
     if (l->rank < 0 || l->size < 0) {
-        eng_error("cannot tell this process's %s: no launcher environment "
-                  "found (Open MPI, PMIx, Slurm or torchrun); set "
-                  "STRATA_RANK and STRATA_SIZE, or start with strata-run",
-                  l->rank < 0 ? "rank" : "number of processes");
+        util_error("cannot tell this process's %s: no launcher environment "
+                   "found (Open MPI, PMIx, Slurm or torchrun); set "
+                   "STRATA_RANK and STRATA_SIZE, or start with strata-run",
+                   l->rank < 0 ? "rank" : "number of processes");
         return STRATA_ERR_CONFIG;
     }
     if (l->rank >= l->size) {
-        eng_error("rank %d (from %s) is not below the size %d (from %s)",
-                  l->rank, rank_from, l->size, size_from);
+        util_error("rank %d (from %s) is not below the size %d (from %s)",
+                   l->rank, rank_from, l->size, size_from);
         return STRATA_ERR_CONFIG;
     }
     if (l->num_aggregators >= l->size) {
-        eng_error("STRATA_NUM_AGGREGATORS=%d leaves no worker among %d "
-                  "processes (ranks 0..%d aggregate, the rest are workers)",
-                  l->num_aggregators, l->size, l->num_aggregators - 1);
+        util_error("STRATA_NUM_AGGREGATORS=%d leaves no worker among %d "
+                   "processes (ranks 0..%d aggregate, the rest are workers)",
+                   l->num_aggregators, l->size, l->num_aggregators - 1);
         return STRATA_ERR_CONFIG;
     }
     return STRATA_OK;

@@ -14,22 +14,22 @@ strata_status_t eng_tensor_desc_check(const eng_tensor_desc_t *desc)
 {
     size_t len = strnlen(desc->name, sizeof(desc->name));
     if (len == 0 || len > ENG_TENSOR_NAME_MAX) {
-        eng_error("tensor name '%.40s%s' is %s: expected 1 to %d bytes",
-                  desc->name, len > 40 ? "..." : "",
-                  len == 0 ? "empty" : "too long", ENG_TENSOR_NAME_MAX);
+        util_error("tensor name '%.40s%s' is %s: expected 1 to %d bytes",
+                   desc->name, len > 40 ? "..." : "",
+                   len == 0 ? "empty" : "too long", ENG_TENSOR_NAME_MAX);
         return STRATA_ERR_INVALID;
     }
     size_t esize = strata_dtype_size(desc->dtype);
     if (esize == 0) {
-        eng_error("tensor '%s': unknown dtype %d", desc->name,
-                  (int)desc->dtype);
+        util_error("tensor '%s': unknown dtype %d", desc->name,
+                   (int)desc->dtype);
         return STRATA_ERR_INVALID;
     }
     if (desc->count == 0 || desc->count > (UINT64_MAX >> 1) / esize) {
-        eng_error("tensor '%s': element count %llu is out of range (expected "
-                  "1 to %llu)",
-                  desc->name, (unsigned long long)desc->count,
-                  (unsigned long long)((UINT64_MAX >> 1) / esize));
+        util_error("tensor '%s': element count %llu is out of range (expected "
+                   "1 to %llu)",
+                   desc->name, (unsigned long long)desc->count,
+                   (unsigned long long)((UINT64_MAX >> 1) / esize));
         return STRATA_ERR_INVALID;
     }
     return STRATA_OK;
@@ -120,7 +120,7 @@ static int eng_cmp_bytes_desc(const void *a, const void *b, void *parts)
  * shard with the fewest bytes so far (ties: the lowest shard). */
 static strata_status_t eng_layout_shard(eng_layout_t *l)
 {
-    uint32_t *order = eng_malloc(sizeof(*order) * l->nparts);
+    uint32_t *order = util_malloc(sizeof(*order) * l->nparts);
     if (!order)
         return STRATA_ERR_NOMEM;
     for (uint32_t i = 0; i < l->nparts; i++)
@@ -135,12 +135,12 @@ static strata_status_t eng_layout_shard(eng_layout_t *l)
         l->shard_bytes[best] += l->parts[order[i]].bytes;
         l->shard_nparts[best]++;
     }
-    eng_free(order);
+    util_free(order);
 
     /* Within a shard, partitions keep their model order. */
     for (uint32_t s = 0; s < l->nshards; s++) {
         l->shard_parts[s] =
-            eng_malloc(sizeof(uint32_t) * (l->shard_nparts[s] + 1));
+            util_malloc(sizeof(uint32_t) * (l->shard_nparts[s] + 1));
         if (!l->shard_parts[s])
             return STRATA_ERR_NOMEM;
         l->shard_nparts[s] = 0;
@@ -161,9 +161,9 @@ strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
                                  uint32_t nshards, eng_layout_t **layout_out)
 {
     if (ntensors == 0 || nshards == 0 || partition_bytes < 8) {
-        eng_error("cannot lay out %u tensors on %u shards with partitions of "
-                  "%llu bytes",
-                  ntensors, nshards, (unsigned long long)partition_bytes);
+        util_error("cannot lay out %u tensors on %u shards with partitions of "
+                   "%llu bytes",
+                   ntensors, nshards, (unsigned long long)partition_bytes);
         return STRATA_ERR_INVALID;
     }
     for (uint32_t i = 0; i < ntensors; i++) {
@@ -171,20 +171,20 @@ strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
         if (st != STRATA_OK)
             return st;
     }
-    eng_layout_t *l = eng_calloc(1, sizeof(*l));
+    eng_layout_t *l = util_calloc(1, sizeof(*l));
     if (!l)
         return STRATA_ERR_NOMEM;
     l->ntensors = ntensors;
     l->nshards = nshards;
     l->partition_bytes = partition_bytes;
     l->hash = eng_layout_hash(tensors, ntensors, partition_bytes);
-    l->tensors = eng_malloc(sizeof(*tensors) * ntensors);
-    l->tensor_bytes = eng_malloc(sizeof(uint64_t) * ntensors);
-    l->tensor_first_piece = eng_calloc(ntensors, sizeof(uint32_t));
-    l->tensor_npieces = eng_calloc(ntensors, sizeof(uint32_t));
-    l->shard_bytes = eng_calloc(nshards, sizeof(uint64_t));
-    l->shard_nparts = eng_calloc(nshards, sizeof(uint32_t));
-    l->shard_parts = eng_calloc(nshards, sizeof(uint32_t *));
+    l->tensors = util_malloc(sizeof(*tensors) * ntensors);
+    l->tensor_bytes = util_malloc(sizeof(uint64_t) * ntensors);
+    l->tensor_first_piece = util_calloc(ntensors, sizeof(uint32_t));
+    l->tensor_npieces = util_calloc(ntensors, sizeof(uint32_t));
+    l->shard_bytes = util_calloc(nshards, sizeof(uint64_t));
+    l->shard_nparts = util_calloc(nshards, sizeof(uint32_t));
+    l->shard_parts = util_calloc(nshards, sizeof(uint32_t *));
     if (!l->tensors || !l->tensor_bytes || !l->tensor_first_piece ||
         !l->tensor_npieces || !l->shard_bytes || !l->shard_nparts ||
         !l->shard_parts)
@@ -196,16 +196,16 @@ strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
 
     eng_layout_cut(l, &l->nparts, &l->npieces);
     if (l->nparts >= ENG_LAYOUT_MAX_PARTS) {
-        eng_error("the model needs %u partitions of STRATA_PARTITION_BYTES="
-                  "%llu, more than the %u an immediate can name: raise "
-                  "STRATA_PARTITION_BYTES",
-                  l->nparts, (unsigned long long)partition_bytes,
-                  ENG_LAYOUT_MAX_PARTS - 1);
+        util_error("the model needs %u partitions of STRATA_PARTITION_BYTES="
+                   "%llu, more than the %u an immediate can name: raise "
+                   "STRATA_PARTITION_BYTES",
+                   l->nparts, (unsigned long long)partition_bytes,
+                   ENG_LAYOUT_MAX_PARTS - 1);
         eng_layout_free(l);
         return STRATA_ERR_CONFIG;
     }
-    l->parts = eng_calloc(l->nparts, sizeof(*l->parts));
-    l->pieces = eng_calloc(l->npieces, sizeof(*l->pieces));
+    l->parts = util_calloc(l->nparts, sizeof(*l->parts));
+    l->pieces = util_calloc(l->npieces, sizeof(*l->pieces));
     if (!l->parts || !l->pieces)
         goto nomem;
     eng_layout_cut(l, &l->nparts, &l->npieces);
@@ -218,7 +218,7 @@ strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
     return STRATA_OK;
 
 nomem:
-    eng_error("out of memory laying out %u tensors", ntensors);
+    util_error("out of memory laying out %u tensors", ntensors);
     eng_layout_free(l);
     return STRATA_ERR_NOMEM;
 }
@@ -228,17 +228,17 @@ void eng_layout_free(eng_layout_t *l)
     if (!l)
         return;
     for (uint32_t s = 0; l->shard_parts && s < l->nshards; s++)
-        eng_free(l->shard_parts[s]);
-    eng_free(l->shard_parts);
-    eng_free(l->shard_nparts);
-    eng_free(l->shard_bytes);
-    eng_free(l->pieces);
-    eng_free(l->parts);
-    eng_free(l->tensor_bytes);
-    eng_free(l->tensor_first_piece);
-    eng_free(l->tensor_npieces);
-    eng_free(l->tensors);
-    eng_free(l);
+        util_free(l->shard_parts[s]);
+    util_free(l->shard_parts);
+    util_free(l->shard_nparts);
+    util_free(l->shard_bytes);
+    util_free(l->pieces);
+    util_free(l->parts);
+    util_free(l->tensor_bytes);
+    util_free(l->tensor_first_piece);
+    util_free(l->tensor_npieces);
+    util_free(l->tensors);
+    util_free(l);
 }
 
 static void eng_desc_str(const eng_tensor_desc_t *d, char *buf, size_t len)

@@ -50,13 +50,13 @@ static strata_status_t eng_layout_rx_start(eng_layout_rx_t *rx, eng_rbuf_t *r,
     rx->partition_bytes = eng_get_u64(r);
     if (!eng_rbuf_ok(r) || rx->started || rx->ntensors == 0 ||
         rx->ntensors > (1u << 24)) {
-        eng_error("malformed or repeated LAYOUT from %s", from);
+        util_error("malformed or repeated LAYOUT from %s", from);
         return STRATA_ERR_PROTO;
     }
-    rx->tensors = eng_calloc(rx->ntensors, sizeof(*rx->tensors));
+    rx->tensors = util_calloc(rx->ntensors, sizeof(*rx->tensors));
     if (!rx->tensors) {
-        eng_error("out of memory for a layout of %u tensors from %s",
-                  rx->ntensors, from);
+        util_error("out of memory for a layout of %u tensors from %s",
+                   rx->ntensors, from);
         return STRATA_ERR_NOMEM;
     }
     rx->started = true;
@@ -78,7 +78,7 @@ static strata_status_t eng_layout_rx_chunk(eng_layout_rx_t *rx, eng_rbuf_t *r,
         t->count = eng_get_u64(r);
     }
     if (!eng_rbuf_ok(r)) {
-        eng_error("malformed TENSORS message from %s", from);
+        util_error("malformed TENSORS message from %s", from);
         return STRATA_ERR_PROTO;
     }
     rx->nreceived += k;
@@ -86,7 +86,7 @@ static strata_status_t eng_layout_rx_chunk(eng_layout_rx_t *rx, eng_rbuf_t *r,
         return STRATA_OK;
     if (eng_layout_hash(rx->tensors, rx->ntensors, rx->partition_bytes) !=
         rx->hash) {
-        eng_error("the layout from %s does not match its own hash", from);
+        util_error("the layout from %s does not match its own hash", from);
         return STRATA_ERR_PROTO;
     }
     rx->complete = true;
@@ -103,6 +103,6 @@ strata_status_t eng_layout_rx_msg(eng_layout_rx_t *rx, unsigned type,
 
 void eng_layout_rx_free(eng_layout_rx_t *rx)
 {
-    eng_free(rx->tensors);
+    util_free(rx->tensors);
     *rx = (eng_layout_rx_t){0};
 }

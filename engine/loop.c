@@ -66,7 +66,7 @@ strata_status_t eng_cmd_submit(strata_ctx_t *ctx, const eng_cmd_t *cmd)
     atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
     uint64_t one = 1;
     if (write(ctx->cmd_efd, &one, sizeof(one)) != sizeof(one))
-        eng_warn("cannot wake the progress thread: %s", strerror(errno));
+        util_warn("cannot wake the progress thread: %s", strerror(errno));
     return STRATA_OK;
 }
 
@@ -94,7 +94,7 @@ void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
 {
     req->status = status;
     atomic_store_explicit(&req->done, 1, memory_order_release);
-    eng_waitq_wake(&ctx->reqq);
+    util_waitq_wake(&ctx->reqq);
 }
 
 /* ---- failure ---- */
@@ -109,19 +109,19 @@ void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,
     va_end(ap);
     int expected = STRATA_OK;
     if (!atomic_compare_exchange_strong(&ctx->fatal, &expected, status)) {
-        eng_debug("after the job failed: %s", msg);
+        util_debug("after the job failed: %s", msg);
         return;
     }
-    if (eng_log_enabled(ENG_LOG_ERROR))
-        eng_log_write(ENG_LOG_ERROR, file, line, "%s", msg);
+    if (util_log_enabled(UTIL_LOG_ERROR))
+        util_log_write(UTIL_LOG_ERROR, file, line, "%s", msg);
     if (ctx->coord)
         eng_coord_abort(ctx, msg);
-    eng_gate_fail(&ctx->joined, status);
-    eng_gate_fail(&ctx->committed, status);
-    eng_gate_fail(&ctx->served, status);
+    util_gate_fail(&ctx->joined, status);
+    util_gate_fail(&ctx->committed, status);
+    util_gate_fail(&ctx->served, status);
     if (ctx->worker)
         eng_worker_fail(ctx, status);
-    eng_waitq_wake(&ctx->reqq);
+    util_waitq_wake(&ctx->reqq);
 }
 
 void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
@@ -171,7 +171,7 @@ strata_status_t eng_send(strata_ctx_t *ctx, eng_peer_t *peer,
 {
     size_t len = eng_wbuf_len(w);
     if (len == 0) {
-        eng_error("a control message overflowed its buffer (a bug)");
+        util_error("a control message overflowed its buffer (a bug)");
         return STRATA_ERR_PROTO;
     }
     if (!peer->ep)
@@ -181,9 +181,9 @@ strata_status_t eng_send(strata_ctx_t *ctx, eng_peer_t *peer,
                              : tp_send(peer->ep, w->p, len, op_ctx);
     if (st != STRATA_ERR_AGAIN)
         return st;
-    eng_msg_t *m = eng_malloc(sizeof(*m) + len);
+    eng_msg_t *m = util_malloc(sizeof(*m) + len);
     if (!m) {
-        eng_error("out of memory queueing a %zu-byte control message", len);
+        util_error("out of memory queueing a %zu-byte control message", len);
         return STRATA_ERR_NOMEM;
     }
     *m = (eng_msg_t){.peer = peer, .op_ctx = op_ctx, .len = len};
@@ -210,14 +210,14 @@ static bool eng_backlog_flush(strata_ctx_t *ctx)
         }
         if (st != STRATA_OK) {
             char who[160];
-            eng_debug("dropping a queued message to %s: %s",
-                      eng_peer_str(m->peer, who, sizeof(who)),
-                      strata_strerror(st));
+            util_debug("dropping a queued message to %s: %s",
+                       eng_peer_str(m->peer, who, sizeof(who)),
+                       strata_strerror(st));
         }
         ctx->backlog_head = m->next;
         if (!ctx->backlog_head)
             ctx->backlog_tail = NULL;
-        eng_free(m);
+        util_free(m);
         any = true;
     }
     return any;
@@ -230,7 +230,7 @@ void eng_backlog_drop(strata_ctx_t *ctx, const eng_peer_t *peer)
         eng_msg_t *m = *pp;
         if (m->peer == peer) {
             *pp = m->next;
-            eng_free(m);
+            util_free(m);
         } else {
             last = m;
             pp = &m->next;
@@ -314,7 +314,7 @@ static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
         if (ev->op_ctx) /* a counter of messages awaited */
             (*(uint32_t *)ev->op_ctx)--;
         if (ev->op_ctx == &ctx->abort_pending && ctx->abort_pending == 0)
-            eng_gate_raise(&ctx->flushed, 1);
+            util_gate_raise(&ctx->flushed, 1);
         break;
     case TP_EV_WRITE_IMM:
         if (peer->kind == ENG_PEER_AGG)
@@ -392,19 +392,19 @@ static void eng_sleep(strata_ctx_t *ctx)
     struct epoll_event evs[8];
     int n = epoll_wait(ctx->epfd, evs, 8, eng_sleep_ms(ctx));
     if (n < 0 && errno != EINTR)
-        eng_warn("epoll_wait: %s", strerror(errno));
+        util_warn("epoll_wait: %s", strerror(errno));
     for (int i = 0; i < n; i++)
         if (evs[i].data.fd == ctx->cmd_efd) {
             uint64_t v;
             if (read(ctx->cmd_efd, &v, sizeof(v)) < 0 && errno != EAGAIN)
-                eng_warn("reading the command eventfd: %s", strerror(errno));
+                util_warn("reading the command eventfd: %s", strerror(errno));
         }
 }
 
 static void *eng_loop_main(void *arg)
 {
     strata_ctx_t *ctx = arg;
-    eng_log_set_rank(ctx->rank);
+    util_log_set_rank(ctx->rank);
     eng_boot_retry(ctx);
     while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
         bool busy = eng_cmd_drain(ctx);
@@ -434,7 +434,7 @@ static strata_status_t eng_epoll_add(strata_ctx_t *ctx, int fd)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) != 0 && errno != EEXIST) {
-        eng_error("epoll_ctl(ADD, fd %d): %s", fd, strerror(errno));
+        util_error("epoll_ctl(ADD, fd %d): %s", fd, strerror(errno));
         return STRATA_ERR_IO;
     }
     return STRATA_OK;
@@ -464,9 +464,9 @@ strata_status_t eng_loop_start(strata_ctx_t *ctx)
     ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
     ctx->cmd_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (ctx->epfd < 0 || ctx->cmd_efd < 0) {
-        eng_error("cannot create the progress thread's epoll set or "
-                  "eventfd: %s",
-                  strerror(errno));
+        util_error("cannot create the progress thread's epoll set or "
+                   "eventfd: %s",
+                   strerror(errno));
         return STRATA_ERR_IO;
     }
     strata_status_t st = eng_epoll_add(ctx, ctx->cmd_efd);
@@ -479,7 +479,7 @@ strata_status_t eng_loop_start(strata_ctx_t *ctx)
         return st;
     int rc = pthread_create(&ctx->thread, NULL, eng_loop_main, ctx);
     if (rc != 0) {
-        eng_error("cannot start the progress thread: %s", strerror(rc));
+        util_error("cannot start the progress thread: %s", strerror(rc));
         return STRATA_ERR_NOMEM;
     }
     ctx->thread_started = true;
@@ -492,14 +492,14 @@ void eng_loop_stop(strata_ctx_t *ctx)
         atomic_store_explicit(&ctx->stop, true, memory_order_release);
         uint64_t one = 1;
         if (write(ctx->cmd_efd, &one, sizeof(one)) != sizeof(one))
-            eng_warn("cannot wake the progress thread: %s", strerror(errno));
+            util_warn("cannot wake the progress thread: %s", strerror(errno));
         pthread_join(ctx->thread, NULL);
         ctx->thread_started = false;
     }
     while (ctx->backlog_head) {
         eng_msg_t *m = ctx->backlog_head;
         ctx->backlog_head = m->next;
-        eng_free(m);
+        util_free(m);
     }
     ctx->backlog_tail = NULL;
     if (ctx->cmd_efd >= 0)

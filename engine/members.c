@@ -37,7 +37,7 @@ static strata_status_t eng_history_push(eng_history_t *h, eng_segment_t s)
 {
     if (h->n == h->cap) {
         uint32_t cap = h->cap ? 2 * h->cap : 2;
-        eng_segment_t *seg = eng_realloc(h->seg, sizeof(*seg) * cap);
+        eng_segment_t *seg = util_realloc(h->seg, sizeof(*seg) * cap);
         if (!seg)
             return STRATA_ERR_NOMEM;
         h->seg = seg;
@@ -53,24 +53,24 @@ strata_status_t eng_members_create(uint32_t workers, uint32_t groups,
 {
     for (uint32_t w = 0; w < workers; w++)
         if (group_of[w] >= groups) {
-            eng_error("members: worker %" PRIu32 " is in group %" PRIu32
-                      " of %" PRIu32,
-                      w, group_of[w], groups);
+            util_error("members: worker %" PRIu32 " is in group %" PRIu32
+                       " of %" PRIu32,
+                       w, group_of[w], groups);
             return STRATA_ERR_INVALID;
         }
-    eng_members_t *m = eng_calloc(1, sizeof(*m));
+    eng_members_t *m = util_calloc(1, sizeof(*m));
     if (!m)
         goto nomem;
     m->workers = workers;
     m->groups = groups;
-    m->hist = eng_calloc(workers ? workers : 1, sizeof(*m->hist));
-    m->ever = eng_calloc(groups, sizeof(*m->ever));
-    m->never = eng_calloc(groups, sizeof(*m->never));
-    m->ever_bits = eng_calloc((size_t)groups * workers + 1, 1);
+    m->hist = util_calloc(workers ? workers : 1, sizeof(*m->hist));
+    m->ever = util_calloc(groups, sizeof(*m->ever));
+    m->never = util_calloc(groups, sizeof(*m->never));
+    m->ever_bits = util_calloc((size_t)groups * workers + 1, 1);
     if (!m->hist || !m->ever || !m->never || !m->ever_bits)
         goto free_members;
     for (uint32_t g = 0; g < groups; g++)
-        if (!(m->ever[g] = eng_malloc(sizeof(uint32_t) * (workers + 1))))
+        if (!(m->ever[g] = util_malloc(sizeof(uint32_t) * (workers + 1))))
             goto free_members;
     for (uint32_t w = 0; w < workers; w++) {
         eng_segment_t s = {.start = 0, .offset = 0, .group = group_of[w]};
@@ -83,9 +83,9 @@ strata_status_t eng_members_create(uint32_t workers, uint32_t groups,
 free_members:
     eng_members_destroy(m);
 nomem:
-    eng_error("members: out of memory for %" PRIu32 " workers and %" PRIu32
-              " groups",
-              workers, groups);
+    util_error("members: out of memory for %" PRIu32 " workers and %" PRIu32
+               " groups",
+               workers, groups);
     return STRATA_ERR_NOMEM;
 }
 
@@ -94,14 +94,14 @@ void eng_members_destroy(eng_members_t *m)
     if (!m)
         return;
     for (uint32_t w = 0; m->hist && w < m->workers; w++)
-        eng_free(m->hist[w].seg);
+        util_free(m->hist[w].seg);
     for (uint32_t g = 0; m->ever && g < m->groups; g++)
-        eng_free(m->ever[g]);
-    eng_free(m->hist);
-    eng_free(m->ever);
-    eng_free(m->never);
-    eng_free(m->ever_bits);
-    eng_free(m);
+        util_free(m->ever[g]);
+    util_free(m->hist);
+    util_free(m->ever);
+    util_free(m->never);
+    util_free(m->ever_bits);
+    util_free(m);
 }
 
 strata_status_t eng_members_move(eng_members_t *m, uint32_t worker,
@@ -109,24 +109,24 @@ strata_status_t eng_members_move(eng_members_t *m, uint32_t worker,
                                  int64_t group_clock)
 {
     if (worker >= m->workers || group >= m->groups || group_clock < 0) {
-        eng_error("members: cannot move worker %" PRIu32 " into group %" PRIu32
-                  " at clock %" PRId64 " (%" PRIu32 " workers, %" PRIu32
-                  " groups)",
-                  worker, group, group_clock, m->workers, m->groups);
+        util_error("members: cannot move worker %" PRIu32 " into group %" PRIu32
+                   " at clock %" PRId64 " (%" PRIu32 " workers, %" PRIu32
+                   " groups)",
+                   worker, group, group_clock, m->workers, m->groups);
         return STRATA_ERR_INVALID;
     }
     eng_history_t *h = &m->hist[worker];
     eng_segment_t *last = &h->seg[h->n - 1];
     if (start < last->start) {
-        eng_error("members: worker %" PRIu32 " moves at its clock %" PRId64
-                  ", before its last move at %" PRId64,
-                  worker, start, last->start);
+        util_error("members: worker %" PRIu32 " moves at its clock %" PRId64
+                   ", before its last move at %" PRId64,
+                   worker, start, last->start);
         return STRATA_ERR_INVALID;
     }
     eng_segment_t s = {
         .start = start, .offset = group_clock - start, .group = group};
     if (eng_history_push(h, s) != STRATA_OK) {
-        eng_error("members: out of memory moving worker %" PRIu32, worker);
+        util_error("members: out of memory moving worker %" PRIu32, worker);
         return STRATA_ERR_NOMEM;
     }
     eng_members_note(m, worker, group);

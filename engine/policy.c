@@ -105,16 +105,16 @@ static strata_status_t eng_policy_check(const eng_config_t *cfg,
 {
     if (eng_config_int(cfg, ENG_CFG_OPTIMIZER) == ENG_OPTIMIZER_SUM &&
         ops != &eng_policies[0]) {
-        eng_error("STRATA_OPTIMIZER=sum needs STRATA_POLICY=bsp: the sum "
-                  "workers receive is that of one clock of every worker, "
-                  "which %s does not wait for",
-                  ops->name);
+        util_error("STRATA_OPTIMIZER=sum needs STRATA_POLICY=bsp: the sum "
+                   "workers receive is that of one clock of every worker, "
+                   "which %s does not wait for",
+                   ops->name);
         return STRATA_ERR_CONFIG;
     }
     if (eng_config_int(cfg, ENG_CFG_GDTOPK) && !ops->regroups) {
-        eng_error("STRATA_GDTOPK=1 needs STRATA_POLICY=gssp (its ratios "
-                  "follow the speed rank of each group), not %s",
-                  ops->name);
+        util_error("STRATA_GDTOPK=1 needs STRATA_POLICY=gssp (its ratios "
+                   "follow the speed rank of each group), not %s",
+                   ops->name);
         return STRATA_ERR_CONFIG;
     }
     return STRATA_OK;
@@ -130,18 +130,18 @@ strata_status_t eng_policy_create(const eng_config_t *cfg, uint32_t nworkers,
         if (strcmp(eng_policies[i].name, name) == 0)
             ops = &eng_policies[i];
     if (!ops) {
-        eng_error("STRATA_POLICY=%s is not available in this build", name);
+        util_error("STRATA_POLICY=%s is not available in this build", name);
         return STRATA_ERR_CONFIG;
     }
     strata_status_t st = eng_policy_check(cfg, ops);
     if (st != STRATA_OK)
         return st;
-    eng_policy_t *p = eng_calloc(1, sizeof(*p));
+    eng_policy_t *p = util_calloc(1, sizeof(*p));
     if (p)
-        p->group_of = eng_calloc(nworkers ? nworkers : 1, sizeof(uint32_t));
+        p->group_of = util_calloc(nworkers ? nworkers : 1, sizeof(uint32_t));
     if (!p || !p->group_of) {
-        eng_error("out of memory setting up policy %s for %u workers", name,
-                  nworkers);
+        util_error("out of memory setting up policy %s for %u workers", name,
+                   nworkers);
         eng_policy_free(p);
         return STRATA_ERR_NOMEM;
     }
@@ -163,8 +163,8 @@ void eng_policy_free(eng_policy_t *p)
 {
     if (!p)
         return;
-    eng_free(p->group_of);
-    eng_free(p);
+    util_free(p->group_of);
+    util_free(p);
 }
 
 uint32_t eng_policy_group_size(const eng_policy_t *p, uint32_t group)

@@ -37,7 +37,7 @@ struct eng_rounds {
     double last_step_s; /* duration of the latest local step */
     void **global;      /* [ntensors]: the latest global model */
     /* progress thread -> application thread */
-    eng_gate_t answered;         /* seq of the latest answer */
+    util_gate_t answered;        /* seq of the latest answer */
     _Atomic int answer;          /* its decision, ENG_SS_* */
     _Atomic int64_t ready_round; /* latest round READY came for, -1 */
     _Atomic int64_t rtt_ns;      /* latest query round trip */
@@ -46,28 +46,28 @@ struct eng_rounds {
 strata_status_t eng_rounds_create(strata_ctx_t *ctx)
 {
     uint32_t nt = eng_worker_ntensors(ctx);
-    eng_rounds_t *r = eng_calloc(1, sizeof(*r));
+    eng_rounds_t *r = util_calloc(1, sizeof(*r));
     if (r)
-        r->global = eng_calloc(nt, sizeof(void *));
+        r->global = util_calloc(nt, sizeof(void *));
     for (uint32_t i = 0; r && r->global && i < nt; i++) {
         void *param, *grad;
         const eng_tensor_desc_t *d = eng_worker_tensor(ctx, i, &param, &grad);
         if (d->dtype != STRATA_FP32 && d->dtype != STRATA_FP64) {
-            eng_error("tensor '%s' is %s: rounds of model deltas need fp32 "
-                      "or fp64 parameters",
-                      d->name, strata_dtype_name(d->dtype));
+            util_error("tensor '%s' is %s: rounds of model deltas need fp32 "
+                       "or fp64 parameters",
+                       d->name, strata_dtype_name(d->dtype));
             ctx->rounds = r;
             eng_rounds_free(ctx);
             return STRATA_ERR_UNSUPPORTED;
         }
         size_t bytes = d->count * strata_dtype_size(d->dtype);
-        if (!(r->global[i] = eng_malloc(bytes ? bytes : 1)))
+        if (!(r->global[i] = util_malloc(bytes ? bytes : 1)))
             break;
         memcpy(r->global[i], param, bytes);
     }
     ctx->rounds = r;
     if (!r || !r->global || (nt > 0 && !r->global[nt - 1])) {
-        eng_error("out of memory for the global model of the rounds");
+        util_error("out of memory for the global model of the rounds");
         eng_rounds_free(ctx);
         return STRATA_ERR_NOMEM;
     }
@@ -75,7 +75,7 @@ strata_status_t eng_rounds_create(strata_ctx_t *ctx)
     r->fixed = p->ops->state_server ? 0 : p->round_steps;
     r->nonblocking = eng_config_int(ctx->cfg, ENG_CFG_ESYNC_NONBLOCKING) != 0;
     r->by_steps = p->weight_by_steps;
-    eng_gate_init(&r->answered, 0);
+    util_gate_init(&r->answered, 0);
     atomic_init(&r->answer, ENG_SS_NOT_READY);
     atomic_init(&r->ready_round, -1);
     atomic_init(&r->rtt_ns, 0);
@@ -88,9 +88,9 @@ void eng_rounds_free(strata_ctx_t *ctx)
     if (!r)
         return;
     for (uint32_t i = 0; r->global && i < eng_worker_ntensors(ctx); i++)
-        eng_free(r->global[i]);
-    eng_free(r->global);
-    eng_free(r);
+        util_free(r->global[i]);
+    util_free(r->global);
+    util_free(r);
     ctx->rounds = NULL;
 }
 
@@ -147,12 +147,12 @@ void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r)
     atomic_store(&ro->answer, decision);
     if (decision == ENG_SS_READY)
         atomic_store(&ro->ready_round, (int64_t)round);
-    eng_gate_raise(&ro->answered, seq);
+    util_gate_raise(&ro->answered, seq);
 }
 
 void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status)
 {
-    eng_gate_fail(&ctx->rounds->answered, status);
+    util_gate_fail(&ctx->rounds->answered, status);
 }
 
 /* ---- application thread ---- */
@@ -160,19 +160,19 @@ void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status)
 static strata_status_t eng_rounds_need(strata_ctx_t *ctx, const char *fn)
 {
     if (!ctx || ctx->role != STRATA_ROLE_WORKER) {
-        eng_error("%s is for workers", fn);
+        util_error("%s is for workers", fn);
         return ctx ? STRATA_ERR_STATE : STRATA_ERR_INVALID;
     }
     if (!ctx->policy->ops->rounds) {
-        eng_error("%s is for STRATA_POLICY=esync or fedavg; %s workers call "
-                  "strata_step",
-                  fn, ctx->policy->ops->name);
+        util_error("%s is for STRATA_POLICY=esync or fedavg; %s workers call "
+                   "strata_step",
+                   fn, ctx->policy->ops->name);
         return STRATA_ERR_STATE;
     }
     if (!ctx->rounds) {
-        eng_error("%s: call strata_commit before the first local step (it "
-                  "writes the initial model into the parameters)",
-                  fn);
+        util_error("%s: call strata_commit before the first local step (it "
+                   "writes the initial model into the parameters)",
+                   fn);
         return STRATA_ERR_STATE;
     }
     return eng_fatal(ctx);
@@ -198,11 +198,11 @@ static strata_status_t eng_rounds_query(strata_ctx_t *ctx)
 static strata_status_t eng_rounds_answer(strata_ctx_t *ctx, bool *ready)
 {
     eng_rounds_t *r = ctx->rounds;
-    strata_status_t st = eng_gate_wait(&r->answered, r->seq, ctx->timeout_ms);
+    strata_status_t st = util_gate_wait(&r->answered, r->seq, ctx->timeout_ms);
     if (st == STRATA_ERR_TIMEOUT)
-        eng_error("strata_round_ready: the State Server did not answer "
-                  "within STRATA_TIMEOUT_MS=%d",
-                  ctx->timeout_ms);
+        util_error("strata_round_ready: the State Server did not answer "
+                   "within STRATA_TIMEOUT_MS=%d",
+                   ctx->timeout_ms);
     r->pending = false;
     *ready = st == STRATA_OK && atomic_load(&r->answer) == ENG_SS_READY &&
              atomic_load(&r->ready_round) == (int64_t)r->round;
@@ -216,9 +216,9 @@ strata_status_t strata_round_ready(strata_ctx_t *ctx, double step_seconds,
     if (st != STRATA_OK)
         return st;
     if (!ready_out || !(step_seconds > 0) || step_seconds > 1e9) {
-        eng_error("strata_round_ready: step_seconds must be a positive "
-                  "duration (got %g) and ready_out not NULL",
-                  step_seconds);
+        util_error("strata_round_ready: step_seconds must be a positive "
+                   "duration (got %g) and ready_out not NULL",
+                   step_seconds);
         return STRATA_ERR_INVALID;
     }
     eng_rounds_t *r = ctx->rounds;
@@ -297,8 +297,8 @@ strata_status_t strata_round_sync(strata_ctx_t *ctx)
         return st;
     eng_rounds_t *r = ctx->rounds;
     if (r->steps == 0) {
-        eng_error("strata_round_sync: no local step in round %llu",
-                  (unsigned long long)r->round);
+        util_error("strata_round_sync: no local step in round %llu",
+                   (unsigned long long)r->round);
         return STRATA_ERR_STATE;
     }
     eng_rounds_delta(ctx);

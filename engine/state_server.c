@@ -52,19 +52,19 @@ strata_status_t eng_ss_create(const eng_ss_params_t *params,
 {
     if (params->workers == 0 || !(params->epsilon >= 0) ||
         params->epsilon > 1 || params->timeout_ns <= 0) {
-        eng_error("state server: need workers >= 1 (got %" PRIu32
-                  "), STRATA_ESYNC_EPSILON in [0, 1] (got %g) and a "
-                  "positive timeout (got %" PRId64 " ns)",
-                  params->workers, params->epsilon, params->timeout_ns);
+        util_error("state server: need workers >= 1 (got %" PRIu32
+                   "), STRATA_ESYNC_EPSILON in [0, 1] (got %g) and a "
+                   "positive timeout (got %" PRId64 " ns)",
+                   params->workers, params->epsilon, params->timeout_ns);
         return STRATA_ERR_INVALID;
     }
-    eng_state_server_t *ss = eng_calloc(1, sizeof(*ss));
-    ss_record_t *rec = eng_calloc(params->workers, sizeof(*rec));
+    eng_state_server_t *ss = util_calloc(1, sizeof(*ss));
+    ss_record_t *rec = util_calloc(params->workers, sizeof(*rec));
     if (!ss || !rec) {
-        eng_free(ss);
-        eng_free(rec);
-        eng_error("state server: out of memory for %" PRIu32 " workers",
-                  params->workers);
+        util_free(ss);
+        util_free(rec);
+        util_error("state server: out of memory for %" PRIu32 " workers",
+                   params->workers);
         return STRATA_ERR_NOMEM;
     }
     ss->p = *params;
@@ -83,8 +83,8 @@ void eng_ss_destroy(eng_state_server_t *ss)
 {
     if (!ss)
         return;
-    eng_free(ss->rec);
-    eng_free(ss);
+    util_free(ss->rec);
+    util_free(ss);
 }
 
 /* ---- liveness ---- */
@@ -109,9 +109,9 @@ static uint32_t ss_expire_at(eng_state_server_t *ss, int64_t now)
          * while it aggregates (its loss shows on its connections). */
         if (r->dead || r->syncing || silent <= timeout + r->c)
             continue;
-        eng_error("state server: worker %" PRIu32 " silent for %.3f s (step "
-                  "%.3f s, timeout %.3f s): dropped from round %" PRIu64,
-                  w, silent, r->c, timeout, ss->round);
+        util_error("state server: worker %" PRIu32 " silent for %.3f s (step "
+                   "%.3f s, timeout %.3f s): dropped from round %" PRIu64,
+                   w, silent, r->c, timeout, ss->round);
         ss_kill(ss, w);
         dropped++;
     }
@@ -126,9 +126,9 @@ uint32_t eng_ss_expire(eng_state_server_t *ss)
 strata_status_t eng_ss_drop(eng_state_server_t *ss, uint32_t worker)
 {
     if (worker >= ss->p.workers) {
-        eng_error("state server: worker %" PRIu32 " does not exist (%" PRIu32
-                  " workers)",
-                  worker, ss->p.workers);
+        util_error("state server: worker %" PRIu32 " does not exist (%" PRIu32
+                   " workers)",
+                   worker, ss->p.workers);
         return STRATA_ERR_INVALID;
     }
     ss_kill(ss, worker);
@@ -142,10 +142,10 @@ static strata_status_t ss_check_time(uint32_t worker, double seconds,
 {
     if (seconds > 0 && isfinite(seconds) && rtt >= 0 && isfinite(rtt))
         return STRATA_OK;
-    eng_error("state server: worker %" PRIu32 " reported a step of %g s and "
-              "a round trip of %g s; expected a positive and a non-negative "
-              "finite time",
-              worker, seconds, rtt);
+    util_error("state server: worker %" PRIu32 " reported a step of %g s and "
+               "a round trip of %g s; expected a positive and a non-negative "
+               "finite time",
+               worker, seconds, rtt);
     return STRATA_ERR_INVALID;
 }
 
@@ -153,9 +153,9 @@ static strata_status_t ss_check_query(const eng_state_server_t *ss,
                                       const eng_ss_query_t *q)
 {
     if (q->worker >= ss->p.workers) {
-        eng_error("state server: query from worker %" PRIu32 ", but there "
-                  "are %" PRIu32 " workers",
-                  q->worker, ss->p.workers);
+        util_error("state server: query from worker %" PRIu32 ", but there "
+                   "are %" PRIu32 " workers",
+                   q->worker, ss->p.workers);
         return STRATA_ERR_INVALID;
     }
     strata_status_t st =
@@ -163,15 +163,15 @@ static strata_status_t ss_check_query(const eng_state_server_t *ss,
     if (st != STRATA_OK)
         return st;
     if (ss->rec[q->worker].dead) {
-        eng_error("state server: worker %" PRIu32 " was dropped; its query "
-                  "for round %" PRIu64 " is refused",
-                  q->worker, q->round);
+        util_error("state server: worker %" PRIu32 " was dropped; its query "
+                   "for round %" PRIu64 " is refused",
+                   q->worker, q->round);
         return STRATA_ERR_PEER;
     }
     if (q->round < ss->round) {
-        eng_error("state server: worker %" PRIu32 " queried in round %" PRIu64
-                  ", but round %" PRIu64 " has begun",
-                  q->worker, q->round, ss->round);
+        util_error("state server: worker %" PRIu32 " queried in round %" PRIu64
+                   ", but round %" PRIu64 " has begun",
+                   q->worker, q->round, ss->round);
         return STRATA_ERR_STATE;
     }
     return STRATA_OK;
@@ -281,8 +281,8 @@ strata_status_t eng_ss_syncing(eng_state_server_t *ss, uint32_t worker,
                                uint64_t round)
 {
     if (worker >= ss->p.workers || ss->rec[worker].dead) {
-        eng_error("state server: worker %" PRIu32 " %s", worker,
-                  worker >= ss->p.workers ? "does not exist" : "was dropped");
+        util_error("state server: worker %" PRIu32 " %s", worker,
+                   worker >= ss->p.workers ? "does not exist" : "was dropped");
         return worker >= ss->p.workers ? STRATA_ERR_INVALID : STRATA_ERR_PEER;
     }
     if (round == ss->round)

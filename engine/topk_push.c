@@ -25,14 +25,14 @@ struct eng_topk_push {
 strata_status_t eng_topk_push_create(strata_ctx_t *ctx, const eng_layout_t *lay,
                                      const bool *uses, eng_topk_push_t **out)
 {
-    eng_topk_push_t *t = eng_calloc(1, sizeof(*t));
+    eng_topk_push_t *t = util_calloc(1, sizeof(*t));
     if (!t)
         return STRATA_ERR_NOMEM;
     *out = t;
     t->lay = lay;
     t->flush_epochs = ctx->policy->flush_epochs;
-    t->off = eng_calloc(lay->nparts, sizeof(*t->off));
-    t->flush = eng_calloc(lay->nparts, sizeof(*t->flush));
+    t->off = util_calloc(lay->nparts, sizeof(*t->off));
+    t->flush = util_calloc(lay->nparts, sizeof(*t->flush));
     uint64_t max_count = 1;
     for (uint32_t p = 0; t->off && p < lay->nparts; p++) {
         t->off[p] = t->model_bytes;
@@ -40,8 +40,8 @@ strata_status_t eng_topk_push_create(strata_ctx_t *ctx, const eng_layout_t *lay,
         if (lay->parts[p].count > max_count)
             max_count = lay->parts[p].count;
     }
-    t->residual = eng_aligned_alloc(64, t->model_bytes + 64);
-    t->send = eng_aligned_alloc(4096, 2 * t->model_bytes + 64);
+    t->residual = util_aligned_alloc(64, t->model_bytes + 64);
+    t->send = util_aligned_alloc(4096, 2 * t->model_bytes + 64);
     if (!t->off || !t->flush || !t->residual || !t->send)
         return STRATA_ERR_NOMEM;
     memset(t->residual, 0, t->model_bytes);
@@ -53,8 +53,8 @@ strata_status_t eng_topk_push_create(strata_ctx_t *ctx, const eng_layout_t *lay,
                            TP_ACCESS_LOCAL, &t->mr[i]);
     eng_gdtopk_plan(0, 1, t->flush_epochs, &t->plan);
     if (st != STRATA_OK)
-        eng_error("GDTopK: cannot set up the send buffers: %s",
-                  strata_strerror(st));
+        util_error("GDTopK: cannot set up the send buffers: %s",
+                   strata_strerror(st));
     return st;
 }
 
@@ -66,11 +66,11 @@ void eng_topk_push_free(eng_topk_push_t *t)
         if (t->mr[i])
             tp_mr_dereg(t->mr[i]);
     strata_topk_destroy(t->topk);
-    eng_free(t->off);
-    eng_free(t->flush);
-    eng_free(t->residual);
-    eng_free(t->send);
-    eng_free(t);
+    util_free(t->off);
+    util_free(t->flush);
+    util_free(t->residual);
+    util_free(t->send);
+    util_free(t);
 }
 
 bool eng_topk_push_covers(const eng_topk_push_t *t, uint32_t p)

@@ -47,7 +47,7 @@ struct eng_tracker {
 
     alignas(TRK_CACHELINE) _Atomic uint64_t root_word; /* generation | min */
     _Atomic int closed;
-    eng_waitq_t q;
+    util_waitq_t q;
 
     alignas(TRK_CACHELINE) _Atomic uint64_t version;
 
@@ -83,22 +83,22 @@ static strata_status_t trk_check_params(const eng_tracker_params_t *p)
 {
     if (p->workers == 0 || p->groups == 0 ||
         p->groups > ENG_TRACKER_MAX_GROUPS) {
-        eng_error("tracker: need at least one worker and 1..%d groups, got "
-                  "%" PRIu32 " workers and %" PRIu32 " groups",
-                  ENG_TRACKER_MAX_GROUPS, p->workers, p->groups);
+        util_error("tracker: need at least one worker and 1..%d groups, got "
+                   "%" PRIu32 " workers and %" PRIu32 " groups",
+                   ENG_TRACKER_MAX_GROUPS, p->workers, p->groups);
         return STRATA_ERR_INVALID;
     }
     if (p->intra_staleness < 0 || p->inter_staleness < 0) {
-        eng_error("tracker: staleness bounds must be >= 0, got intra %" PRId64
-                  " and inter %" PRId64,
-                  p->intra_staleness, p->inter_staleness);
+        util_error("tracker: staleness bounds must be >= 0, got intra %" PRId64
+                   " and inter %" PRId64,
+                   p->intra_staleness, p->inter_staleness);
         return STRATA_ERR_INVALID;
     }
     for (uint32_t w = 0; p->group_of && w < p->workers; w++)
         if (p->group_of[w] >= p->groups) {
-            eng_error("tracker: worker %" PRIu32 " is in group %" PRIu32
-                      ", but there are %" PRIu32 " groups",
-                      w, p->group_of[w], p->groups);
+            util_error("tracker: worker %" PRIu32 " is in group %" PRIu32
+                       ", but there are %" PRIu32 " groups",
+                       w, p->group_of[w], p->groups);
             return STRATA_ERR_INVALID;
         }
     return STRATA_OK;
@@ -110,32 +110,32 @@ strata_status_t eng_tracker_create(const eng_tracker_params_t *params,
     strata_status_t st = trk_check_params(params);
     if (st != STRATA_OK)
         return st;
-    eng_tracker_t *t = eng_aligned_alloc(TRK_CACHELINE, sizeof(*t));
+    eng_tracker_t *t = util_aligned_alloc(TRK_CACHELINE, sizeof(*t));
     if (!t)
         goto nomem;
     *t = (eng_tracker_t){.workers = params->workers,
                          .groups = params->groups,
                          .intra = params->intra_staleness,
                          .inter = params->inter_staleness};
-    t->leaf = eng_calloc(params->workers, sizeof(*t->leaf));
-    t->worker_pull = eng_calloc(params->workers, sizeof(*t->worker_pull));
-    t->group_word = eng_calloc(params->groups, sizeof(*t->group_word));
-    t->group_pull = eng_calloc(params->groups, sizeof(*t->group_pull));
+    t->leaf = util_calloc(params->workers, sizeof(*t->leaf));
+    t->worker_pull = util_calloc(params->workers, sizeof(*t->worker_pull));
+    t->group_word = util_calloc(params->groups, sizeof(*t->group_word));
+    t->group_pull = util_calloc(params->groups, sizeof(*t->group_pull));
     if (!t->leaf || !t->worker_pull || !t->group_word || !t->group_pull)
         goto free_tracker;
     for (uint32_t w = 0; w < t->workers; w++)
         atomic_init(&t->leaf[w],
                     trk_pack(params->group_of ? params->group_of[w] : 0, 0));
-    eng_waitq_init(&t->q);
+    util_waitq_init(&t->q);
     *tracker_out = t;
     return STRATA_OK;
 
 free_tracker:
     eng_tracker_destroy(t);
 nomem:
-    eng_error("tracker: out of memory for %" PRIu32 " workers and %" PRIu32
-              " groups",
-              params->workers, params->groups);
+    util_error("tracker: out of memory for %" PRIu32 " workers and %" PRIu32
+               " groups",
+               params->workers, params->groups);
     return STRATA_ERR_NOMEM;
 }
 
@@ -143,11 +143,11 @@ void eng_tracker_destroy(eng_tracker_t *t)
 {
     if (!t)
         return;
-    eng_free(t->leaf);
-    eng_free(t->worker_pull);
-    eng_free(t->group_word);
-    eng_free(t->group_pull);
-    eng_free(t);
+    util_free(t->leaf);
+    util_free(t->worker_pull);
+    util_free(t->group_word);
+    util_free(t->group_pull);
+    util_free(t);
 }
 
 /* ---- maintaining the minima ---- */
@@ -211,7 +211,7 @@ static void trk_update(eng_tracker_t *t, uint32_t g0, uint32_t g1)
     if (root_gen % 2 == 0)
         raised |= trk_publish(&t->root_word, root_gen, s.all_min);
     if (raised)
-        eng_waitq_wake(&t->q);
+        util_waitq_wake(&t->q);
 }
 
 /* ---- advancing ---- */
@@ -221,9 +221,9 @@ static strata_status_t trk_check_clock(const char *what, uint32_t id,
 {
     if (clock >= 0 && clock <= ENG_TRACKER_MAX_CLOCK)
         return STRATA_OK;
-    eng_error("tracker: %s %" PRIu32 ": clock %" PRId64
-              " is outside [0, %" PRId64 "]",
-              what, id, clock, ENG_TRACKER_MAX_CLOCK);
+    util_error("tracker: %s %" PRIu32 ": clock %" PRId64
+               " is outside [0, %" PRId64 "]",
+               what, id, clock, ENG_TRACKER_MAX_CLOCK);
     return STRATA_ERR_RANGE;
 }
 
@@ -231,9 +231,9 @@ static strata_status_t trk_check_worker(const eng_tracker_t *t, uint32_t w)
 {
     if (w < t->workers)
         return STRATA_OK;
-    eng_error("tracker: worker %" PRIu32 " does not exist (%" PRIu32
-              " workers)",
-              w, t->workers);
+    util_error("tracker: worker %" PRIu32 " does not exist (%" PRIu32
+               " workers)",
+               w, t->workers);
     return STRATA_ERR_INVALID;
 }
 
@@ -241,8 +241,8 @@ static strata_status_t trk_check_group(const eng_tracker_t *t, uint32_t g)
 {
     if (g < t->groups)
         return STRATA_OK;
-    eng_error("tracker: group %" PRIu32 " does not exist (%" PRIu32 " groups)",
-              g, t->groups);
+    util_error("tracker: group %" PRIu32 " does not exist (%" PRIu32 " groups)",
+               g, t->groups);
     return STRATA_ERR_INVALID;
 }
 
@@ -258,16 +258,16 @@ strata_status_t eng_tracker_advance_worker(eng_tracker_t *t, uint32_t worker,
     uint64_t cur = atomic_load(&t->leaf[worker]);
     do {
         if (trk_val(cur) == TRK_DROPPED) {
-            eng_error("tracker: worker %" PRIu32 " was dropped; its update "
-                      "for clock %" PRId64 " is refused",
-                      worker, clock - 1);
+            util_error("tracker: worker %" PRIu32 " was dropped; its update "
+                       "for clock %" PRId64 " is refused",
+                       worker, clock - 1);
             return STRATA_ERR_PEER;
         }
         if ((int64_t)trk_val(cur) >= clock) {
-            eng_error("tracker: worker %" PRIu32 " is at clock %" PRId64
-                      "; advancing it to %" PRId64 " would apply an update "
-                      "twice",
-                      worker, (int64_t)trk_val(cur), clock);
+            util_error("tracker: worker %" PRIu32 " is at clock %" PRId64
+                       "; advancing it to %" PRId64 " would apply an update "
+                       "twice",
+                       worker, (int64_t)trk_val(cur), clock);
             return STRATA_ERR_STATE;
         }
     } while (!atomic_compare_exchange_weak(
@@ -302,21 +302,21 @@ strata_status_t eng_tracker_advance_group(eng_tracker_t *t, uint32_t group,
         return st;
     int64_t now = eng_tracker_group_clock(t, group);
     if (now == ENG_TRACKER_INF) {
-        eng_error("tracker: every member of group %" PRIu32 " was dropped; "
-                  "its update for clock %" PRId64 " is refused",
-                  group, clock - 1);
+        util_error("tracker: every member of group %" PRIu32 " was dropped; "
+                   "its update for clock %" PRId64 " is refused",
+                   group, clock - 1);
         return STRATA_ERR_PEER;
     }
     if (now >= clock) {
-        eng_error("tracker: group %" PRIu32 " is at clock %" PRId64
-                  "; advancing it to %" PRId64 " would apply an update twice",
-                  group, now, clock);
+        util_error("tracker: group %" PRIu32 " is at clock %" PRId64
+                   "; advancing it to %" PRId64 " would apply an update twice",
+                   group, now, clock);
         return STRATA_ERR_STATE;
     }
     if (trk_raise_members(t, group, (uint64_t)clock) == 0) {
-        eng_error("tracker: group %" PRIu32 " has no live member to advance "
-                  "to clock %" PRId64,
-                  group, clock);
+        util_error("tracker: group %" PRIu32 " has no live member to advance "
+                   "to clock %" PRId64,
+                   group, clock);
         return STRATA_ERR_STATE;
     }
     trk_update(t, group, group);
@@ -334,7 +334,7 @@ strata_status_t eng_tracker_drop_worker(eng_tracker_t *t, uint32_t worker)
                                          trk_pack(trk_hi(cur), TRK_DROPPED)))
             break;
     trk_update(t, trk_hi(cur), trk_hi(cur));
-    eng_waitq_wake(&t->q); /* the worker's own waits end */
+    util_waitq_wake(&t->q); /* the worker's own waits end */
     return STRATA_OK;
 }
 
@@ -345,7 +345,7 @@ strata_status_t eng_tracker_drop_group(eng_tracker_t *t, uint32_t group)
         return st;
     trk_raise_members(t, group, TRK_DROPPED);
     trk_update(t, group, group);
-    eng_waitq_wake(&t->q);
+    util_waitq_wake(&t->q);
     return STRATA_OK;
 }
 
@@ -362,7 +362,7 @@ static uint64_t trk_gen_begin(_Atomic uint64_t *word)
                 word, &cur, trk_pack((trk_hi(cur) + 1) & 0xffff, trk_val(cur))))
             return trk_pack((trk_hi(cur) + 1) & 0xffff, trk_val(cur));
         if (trk_hi(cur) % 2 != 0) {
-            eng_waitq_cpu_relax();
+            util_waitq_cpu_relax();
             cur = atomic_load(word);
         }
     }
@@ -382,21 +382,21 @@ static strata_status_t trk_check_move(const eng_tracker_t *t, uint32_t w,
 {
     uint64_t word = atomic_load(&t->leaf[w]);
     if (trk_val(word) == TRK_DROPPED) {
-        eng_error("tracker: worker %" PRIu32 " was dropped and cannot join "
-                  "group %" PRIu32,
-                  w, g);
+        util_error("tracker: worker %" PRIu32 " was dropped and cannot join "
+                   "group %" PRIu32,
+                   w, g);
         return STRATA_ERR_PEER;
     }
     if (group_live && clock < trk_clock(trk_val(group_word))) {
-        eng_error("tracker: worker %" PRIu32 " cannot join group %" PRIu32
-                  " at clock %" PRId64 ": the group is already at %" PRId64,
-                  w, g, clock, trk_clock(trk_val(group_word)));
+        util_error("tracker: worker %" PRIu32 " cannot join group %" PRIu32
+                   " at clock %" PRId64 ": the group is already at %" PRId64,
+                   w, g, clock, trk_clock(trk_val(group_word)));
         return STRATA_ERR_STATE;
     }
     if (clock < trk_clock(trk_val(root_word))) {
-        eng_error("tracker: worker %" PRIu32 " cannot join group %" PRIu32
-                  " at clock %" PRId64 ": below the minimum clock %" PRId64,
-                  w, g, clock, trk_clock(trk_val(root_word)));
+        util_error("tracker: worker %" PRIu32 " cannot join group %" PRIu32
+                   " at clock %" PRId64 ": below the minimum clock %" PRId64,
+                   w, g, clock, trk_clock(trk_val(root_word)));
         return STRATA_ERR_STATE;
     }
     return STRATA_OK;
@@ -475,22 +475,22 @@ strata_status_t eng_tracker_wait_pull(eng_tracker_t *t, uint32_t worker,
     if (st != STRATA_OK)
         return st;
     trk_wait_arg_t a = {t, worker, clock};
-    st = eng_waitq_wait(&t->q, trk_pull_ready, &a, timeout_ms);
+    st = util_waitq_wait(&t->q, trk_pull_ready, &a, timeout_ms);
     if (st == STRATA_ERR_TIMEOUT)
-        eng_error("tracker: worker %" PRIu32 " (group %" PRIu32
-                  ") waited %" PRId64 " ms for clock %" PRId64
-                  ": its group is at %" PRId64 ", the minimum at %" PRId64
-                  " (staleness bounds %" PRId64 " and %" PRId64 ")",
-                  worker, eng_tracker_group_of(t, worker), timeout_ms, clock,
-                  eng_tracker_group_clock(t, eng_tracker_group_of(t, worker)),
-                  eng_tracker_min_clock(t), t->intra, t->inter);
+        util_error("tracker: worker %" PRIu32 " (group %" PRIu32
+                   ") waited %" PRId64 " ms for clock %" PRId64
+                   ": its group is at %" PRId64 ", the minimum at %" PRId64
+                   " (staleness bounds %" PRId64 " and %" PRId64 ")",
+                   worker, eng_tracker_group_of(t, worker), timeout_ms, clock,
+                   eng_tracker_group_clock(t, eng_tracker_group_of(t, worker)),
+                   eng_tracker_min_clock(t), t->intra, t->inter);
     return st;
 }
 
 void eng_tracker_close(eng_tracker_t *t)
 {
     atomic_store(&t->closed, 1);
-    eng_waitq_wake(&t->q);
+    util_waitq_wake(&t->q);
 }
 
 int64_t eng_tracker_min_clock(const eng_tracker_t *t)

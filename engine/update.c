@@ -65,12 +65,12 @@ static strata_status_t eng_sgd_check(const eng_update_t *u,
         return STRATA_OK;
     if (dtype == STRATA_FP64 && u->momentum == 0 && u->weight_decay == 0)
         return STRATA_OK;
-    eng_error("tensor '%s' is %s: the aggregators' SGD keeps %s models "
-              "only %s (use fp32, or STRATA_OPTIMIZER=sum and update on the "
-              "workers)",
-              tensor, strata_dtype_name(dtype), strata_dtype_name(dtype),
-              dtype == STRATA_FP64 ? "without momentum or weight decay"
-                                   : "once an fp32 master copy exists");
+    util_error("tensor '%s' is %s: the aggregators' SGD keeps %s models "
+               "only %s (use fp32, or STRATA_OPTIMIZER=sum and update on the "
+               "workers)",
+               tensor, strata_dtype_name(dtype), strata_dtype_name(dtype),
+               dtype == STRATA_FP64 ? "without momentum or weight decay"
+                                    : "once an fp32 master copy exists");
     return STRATA_ERR_UNSUPPORTED;
 }
 
@@ -120,9 +120,9 @@ static strata_status_t eng_delta_check(const eng_update_t *u,
     (void)u;
     if (dtype == STRATA_FP32 || dtype == STRATA_FP64)
         return STRATA_OK;
-    eng_error("tensor '%s' is %s: model deltas are averaged on fp32 and fp64 "
-              "models only",
-              tensor, strata_dtype_name(dtype));
+    util_error("tensor '%s' is %s: model deltas are averaged on fp32 and fp64 "
+               "models only",
+               tensor, strata_dtype_name(dtype));
     return STRATA_ERR_UNSUPPORTED;
 }
 

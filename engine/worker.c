@@ -81,7 +81,7 @@ typedef struct eng_block {
     struct eng_block *next;
     void *addr;
     size_t len;
-    int owner; /* provider whose tp_mem_alloc made it; -1: eng_malloc */
+    int owner; /* provider whose tp_mem_alloc made it; -1: util_malloc */
     tp_mr_t *mr[ENG_NPROV];
 } eng_block_t;
 
@@ -100,7 +100,7 @@ struct eng_worker {
     int64_t *pulled;   /* [nparts]: clock of the model last landed */
     int64_t pull_min;
     uint32_t at_min; /* partitions whose pulled == pull_min */
-    eng_gate_t pull_gate;
+    util_gate_t pull_gate;
 
     strata_request_t *commit_req, *finish_req;
     bool layout_ok;
@@ -119,21 +119,21 @@ struct eng_worker {
 
 strata_status_t eng_worker_create(strata_ctx_t *ctx)
 {
-    eng_worker_t *w = eng_calloc(1, sizeof(*w));
+    eng_worker_t *w = util_calloc(1, sizeof(*w));
     if (w)
-        w->links = eng_calloc((size_t)ctx->naggs, sizeof(*w->links));
+        w->links = util_calloc((size_t)ctx->naggs, sizeof(*w->links));
     if (!w || !w->links) {
-        eng_error("out of memory for the worker");
-        eng_free(w);
+        util_error("out of memory for the worker");
+        util_free(w);
         return STRATA_ERR_NOMEM;
     }
-    eng_gate_init(&w->pull_gate, -1);
+    util_gate_init(&w->pull_gate, -1);
     w->pull_min = -1;
     ctx->worker = w;
     return STRATA_OK;
 }
 
-eng_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx)
+util_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx)
 {
     return &ctx->worker->pull_gate;
 }
@@ -147,14 +147,14 @@ strata_status_t eng_worker_register(strata_ctx_t *ctx,
         return STRATA_ERR_INVALID;
     for (uint32_t i = 0; i < w->ntensors; i++)
         if (strcmp(w->tensors[i].desc.name, desc->name) == 0) {
-            eng_error("tensor '%s' is registered twice", desc->name);
+            util_error("tensor '%s' is registered twice", desc->name);
             return STRATA_ERR_INVALID;
         }
     if (w->ntensors == w->tcap) {
         uint32_t cap = w->tcap ? 2 * w->tcap : 16;
-        eng_wtensor_t *t = eng_realloc(w->tensors, sizeof(*t) * cap);
+        eng_wtensor_t *t = util_realloc(w->tensors, sizeof(*t) * cap);
         if (!t) {
-            eng_error("out of memory registering tensor '%s'", desc->name);
+            util_error("out of memory registering tensor '%s'", desc->name);
             return STRATA_ERR_NOMEM;
         }
         w->tensors = t;
@@ -201,9 +201,9 @@ strata_status_t eng_worker_connect(strata_ctx_t *ctx)
         l->shard = (uint32_t)a;
         l->peer = (eng_peer_t){.kind = ENG_PEER_AGG, .rank = a, .owner = l};
         if (l->prov < 0 || !info->addr[l->prov][0]) {
-            eng_error("aggregator rank %d (%s) does not listen on the %s "
-                      "transport this worker chose for it",
-                      a, info->host_id, name);
+            util_error("aggregator rank %d (%s) does not listen on the %s "
+                       "transport this worker chose for it",
+                       a, info->host_id, name);
             return STRATA_ERR_UNSUPPORTED;
         }
         strata_status_t st = eng_data_tp(ctx, l->prov, &l->peer.tp);
@@ -213,8 +213,8 @@ strata_status_t eng_worker_connect(strata_ctx_t *ctx)
         if (st != STRATA_OK)
             return st;
         w->uses[l->prov] = true;
-        eng_debug("connecting to aggregator %d at %s over %s", a,
-                  info->addr[l->prov], name);
+        util_debug("connecting to aggregator %d at %s over %s", a,
+                   info->addr[l->prov], name);
     }
     return STRATA_OK;
 }
@@ -241,7 +241,7 @@ void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
     }
     peer->up = true;
     if (++w->nconnected == ctx->naggs)
-        eng_gate_raise(&ctx->joined, 1);
+        util_gate_raise(&ctx->joined, 1);
 }
 
 /* ---- memory ---- */
@@ -263,8 +263,8 @@ static void eng_block_free(eng_block_t *b)
     if (b->owner >= 0)
         tp_mr_dereg(b->mr[b->owner]); /* frees the memory too */
     else
-        eng_free(b->addr);
-    eng_free(b);
+        util_free(b->addr);
+    util_free(b);
 }
 
 /* Memory every transport in use can write into: from the transport that
@@ -273,7 +273,7 @@ static strata_status_t eng_block_alloc(strata_ctx_t *ctx, size_t len,
                                        void **ptr_out)
 {
     eng_worker_t *w = ctx->worker;
-    eng_block_t *b = eng_calloc(1, sizeof(*b));
+    eng_block_t *b = util_calloc(1, sizeof(*b));
     if (!b)
         return STRATA_ERR_NOMEM;
     b->len = len ? len : 1;
@@ -286,19 +286,19 @@ static strata_status_t eng_block_alloc(strata_ctx_t *ctx, size_t len,
     if (b->owner >= 0)
         st = tp_mem_alloc(ctx->data_tp[b->owner], b->len,
                           TP_ACCESS_REMOTE_WRITE, &b->addr, &b->mr[b->owner]);
-    else if (!(b->addr = eng_aligned_alloc(4096, b->len)))
+    else if (!(b->addr = util_aligned_alloc(4096, b->len)))
         st = STRATA_ERR_NOMEM;
     for (int i = 0; st == STRATA_OK && i < ENG_NPROV; i++)
         if (w->uses[i] && i != b->owner)
             st = tp_mr_reg(ctx->data_tp[i], b->addr, b->len,
                            TP_ACCESS_REMOTE_WRITE, &b->mr[i]);
     if (st != STRATA_OK) {
-        eng_error("strata_alloc of %zu bytes failed: %s", len,
-                  strata_strerror(st));
+        util_error("strata_alloc of %zu bytes failed: %s", len,
+                   strata_strerror(st));
         if (b->addr || b->mr[0] || b->mr[1] || b->mr[2])
             eng_block_free(b);
         else
-            eng_free(b);
+            util_free(b);
         return st;
     }
     b->next = w->blocks;
@@ -316,7 +316,7 @@ static strata_status_t eng_block_release(eng_worker_t *w, void *ptr)
             eng_block_free(b);
             return STRATA_OK;
         }
-    eng_error("strata_free: %p was not returned by strata_alloc", ptr);
+    util_error("strata_free: %p was not returned by strata_alloc", ptr);
     return STRATA_ERR_INVALID;
 }
 
@@ -359,10 +359,10 @@ static strata_status_t eng_register_all(strata_ctx_t *ctx, bool need_src)
             strata_status_t st = eng_treg_one(
                 ctx, &w->tensors[i], p, w->layout->tensor_bytes[i], need_src);
             if (st != STRATA_OK) {
-                eng_error("cannot register tensor '%s' with the %s "
-                          "transport: %s",
-                          w->tensors[i].desc.name, eng_prov_names[p],
-                          strata_strerror(st));
+                util_error("cannot register tensor '%s' with the %s "
+                           "transport: %s",
+                           w->tensors[i].desc.name, eng_prov_names[p],
+                           strata_strerror(st));
                 return st;
             }
         }
@@ -375,8 +375,8 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
     l->qcap = 3 * lay->shard_nparts[l->shard] + 1;
-    l->q = eng_calloc(l->qcap, sizeof(*l->q));
-    l->tdesc = eng_calloc(w->ntensors, sizeof(*l->tdesc));
+    l->q = util_calloc(l->qcap, sizeof(*l->q));
+    l->tdesc = util_calloc(w->ntensors, sizeof(*l->tdesc));
     if (!l->q || !l->tdesc)
         return STRATA_ERR_NOMEM;
     bool staged = false;
@@ -403,7 +403,7 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
 static strata_status_t eng_worker_topk_setup(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
-    w->grads = eng_calloc(w->ntensors, sizeof(void *));
+    w->grads = util_calloc(w->ntensors, sizeof(void *));
     if (!w->grads)
         return STRATA_ERR_NOMEM;
     for (uint32_t i = 0; i < w->ntensors; i++)
@@ -415,10 +415,10 @@ static strata_status_t eng_commit_start(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
     if (w->ntensors == 0) {
-        eng_error("strata_commit: no tensor was registered");
+        util_error("strata_commit: no tensor was registered");
         return STRATA_ERR_STATE;
     }
-    eng_tensor_desc_t *descs = eng_malloc(sizeof(*descs) * w->ntensors);
+    eng_tensor_desc_t *descs = util_malloc(sizeof(*descs) * w->ntensors);
     if (!descs)
         return STRATA_ERR_NOMEM;
     for (uint32_t i = 0; i < w->ntensors; i++)
@@ -427,12 +427,12 @@ static strata_status_t eng_commit_start(strata_ctx_t *ctx)
         (uint64_t)eng_config_int(ctx->cfg, ENG_CFG_PARTITION_BYTES);
     strata_status_t st = eng_layout_build(descs, w->ntensors, pbytes,
                                           (uint32_t)ctx->naggs, &w->layout);
-    eng_free(descs);
+    util_free(descs);
     if (st != STRATA_OK)
         return st;
     const eng_layout_t *lay = w->layout;
-    w->pending = eng_malloc(sizeof(uint32_t) * lay->nparts);
-    w->pulled = eng_malloc(sizeof(int64_t) * lay->nparts);
+    w->pending = util_malloc(sizeof(uint32_t) * lay->nparts);
+    w->pulled = util_malloc(sizeof(int64_t) * lay->nparts);
     if (!w->pending || !w->pulled)
         return STRATA_ERR_NOMEM;
     /* Summing aggregators have no model for clock 0: it counts as pulled. */
@@ -442,7 +442,7 @@ static strata_status_t eng_commit_start(strata_ctx_t *ctx)
         w->pulled[p] = first_pull;
     }
     w->pull_min = first_pull;
-    eng_gate_raise(&w->pull_gate, first_pull);
+    util_gate_raise(&w->pull_gate, first_pull);
     w->at_min = lay->nparts;
     bool first = ctx->worker_index == 0 && !ctx->policy->sum_only;
     st = eng_register_all(ctx, first);
@@ -463,9 +463,9 @@ static void eng_commit_check(strata_ctx_t *ctx)
     eng_worker_t *w = ctx->worker;
     if (!w->commit_req || !w->layout_ok || w->nslots < ctx->naggs)
         return;
-    if (!ctx->policy->sum_only && eng_gate_load(&w->pull_gate) < 0)
+    if (!ctx->policy->sum_only && util_gate_load(&w->pull_gate) < 0)
         return;
-    eng_gate_raise(&ctx->committed, 1);
+    util_gate_raise(&ctx->committed, 1);
     eng_req_complete(ctx, w->commit_req, STRATA_OK);
     w->commit_req = NULL;
 }
@@ -748,9 +748,9 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
     for (uint32_t i = 0; i < n; i++) {
         uint32_t t = req->ntensors ? req->tensors[i] : i;
         if (w->tensors[t].pushed_at == w->clock) {
-            eng_error("strata_push: tensor '%s' was already pushed in clock "
-                      "%lld",
-                      w->tensors[t].desc.name, (long long)w->clock);
+            util_error("strata_push: tensor '%s' was already pushed in clock "
+                       "%lld",
+                       w->tensors[t].desc.name, (long long)w->clock);
             return STRATA_ERR_STATE;
         }
     }
@@ -876,7 +876,7 @@ static void eng_pulled(strata_ctx_t *ctx, uint32_t p)
         w->at_min += w->pulled[i] == min;
     w->pull_min = min;
     atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);
-    eng_gate_raise(&w->pull_gate, min);
+    util_gate_raise(&w->pull_gate, min);
     eng_unpark(ctx);
     eng_commit_check(ctx);
 }
@@ -1090,7 +1090,7 @@ static void eng_worker_leave(strata_ctx_t *ctx)
 void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status)
 {
     eng_worker_t *w = ctx->worker;
-    eng_gate_fail(&w->pull_gate, status);
+    util_gate_fail(&w->pull_gate, status);
     if (ctx->rounds)
         eng_rounds_fail(ctx, status);
     for (uint32_t i = 0; i < w->nparked; i++)
@@ -1150,8 +1150,8 @@ void eng_worker_free(strata_ctx_t *ctx)
         eng_link_t *l = &w->links[a];
         if (l->stage_mr)
             tp_mr_dereg(l->stage_mr);
-        eng_free(l->q);
-        eng_free(l->tdesc);
+        util_free(l->q);
+        util_free(l->tdesc);
     }
     while (w->blocks) {
         eng_block_t *b = w->blocks;
@@ -1159,12 +1159,12 @@ void eng_worker_free(strata_ctx_t *ctx)
         eng_block_free(b);
     }
     eng_topk_push_free(w->topk);
-    eng_free(w->grads);
+    util_free(w->grads);
     eng_layout_free(w->layout);
-    eng_free(w->pending);
-    eng_free(w->pulled);
-    eng_free(w->links);
-    eng_free(w->tensors);
-    eng_free(w);
+    util_free(w->pending);
+    util_free(w->pulled);
+    util_free(w->links);
+    util_free(w->tensors);
+    util_free(w);
     ctx->worker = NULL;
 }

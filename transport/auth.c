@@ -60,14 +60,14 @@ tp_auth_read_secret_file(const char *path, unsigned char *buf, size_t *len_out)
     const char *key = "STRATA_JOB_SECRET_FILE";
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        eng_error("%s=%s: cannot open: %s", key, path, strerror(errno));
+        util_error("%s=%s: cannot open: %s", key, path, strerror(errno));
         return STRATA_ERR_CONFIG;
     }
     struct stat st;
     if (fstat(fd, &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)))
-        eng_warn("%s=%s is accessible by group or others (mode %04o); "
-                 "chmod 600 it",
-                 key, path, (unsigned)(st.st_mode & 07777));
+        util_warn("%s=%s is accessible by group or others (mode %04o); "
+                  "chmod 600 it",
+                  key, path, (unsigned)(st.st_mode & 07777));
     size_t len = 0;
     ssize_t n;
     while (len < TP_AUTH_SECRET_FILE_MAX &&
@@ -75,7 +75,7 @@ tp_auth_read_secret_file(const char *path, unsigned char *buf, size_t *len_out)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            eng_error("%s=%s: read failed: %s", key, path, strerror(errno));
+            util_error("%s=%s: read failed: %s", key, path, strerror(errno));
             close(fd);
             return STRATA_ERR_CONFIG;
         }
@@ -87,12 +87,12 @@ tp_auth_read_secret_file(const char *path, unsigned char *buf, size_t *len_out)
     while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
         len--;
     if (len == 0) {
-        eng_error("%s=%s: the file is empty", key, path);
+        util_error("%s=%s: the file is empty", key, path);
         return STRATA_ERR_CONFIG;
     }
     if (len == TP_AUTH_SECRET_FILE_MAX) {
-        eng_error("%s=%s: longer than %d bytes", key, path,
-                  TP_AUTH_SECRET_FILE_MAX - 1);
+        util_error("%s=%s: longer than %d bytes", key, path,
+                   TP_AUTH_SECRET_FILE_MAX - 1);
         return STRATA_ERR_CONFIG;
     }
     *len_out = len;
@@ -103,9 +103,9 @@ static void tp_auth_warn_no_secret(void)
 {
     static atomic_bool warned;
     if (!atomic_exchange(&warned, true))
-        eng_warn("no job secret set (STRATA_JOB_SECRET or "
-                 "STRATA_JOB_SECRET_FILE): any process that can reach this "
-                 "job's ports can join it");
+        util_warn("no job secret set (STRATA_JOB_SECRET or "
+                  "STRATA_JOB_SECRET_FILE): any process that can reach this "
+                  "job's ports can join it");
 }
 
 strata_status_t tp_auth_secret_load(const eng_config_t *cfg,
@@ -114,8 +114,8 @@ strata_status_t tp_auth_secret_load(const eng_config_t *cfg,
     const char *inline_secret = eng_config_str(cfg, ENG_CFG_JOB_SECRET);
     const char *path = eng_config_str(cfg, ENG_CFG_JOB_SECRET_FILE);
     if (*inline_secret && *path) {
-        eng_error("STRATA_JOB_SECRET and STRATA_JOB_SECRET_FILE are both set; "
-                  "set one of them");
+        util_error("STRATA_JOB_SECRET and STRATA_JOB_SECRET_FILE are both set; "
+                   "set one of them");
         return STRATA_ERR_CONFIG;
     }
     unsigned char buf[TP_AUTH_SECRET_FILE_MAX];
@@ -165,7 +165,7 @@ static strata_status_t tp_auth_mac(const tp_auth_t *auth, const char *label,
     if (!HMAC(EVP_sha256(), auth->secret->key, TP_AUTH_KEY_LEN, msg,
               label_len + 2 * TP_AUTH_NONCE_LEN, mac, &mac_len) ||
         mac_len != TP_AUTH_MAC_LEN) {
-        eng_error("HMAC-SHA256 failed in OpenSSL");
+        util_error("HMAC-SHA256 failed in OpenSSL");
         return STRATA_ERR_IO;
     }
     return STRATA_OK;
@@ -196,7 +196,7 @@ static const unsigned char *tp_auth_body(const void *in, size_t in_len,
 static strata_status_t tp_auth_nonce(unsigned char nonce[TP_AUTH_NONCE_LEN])
 {
     if (RAND_bytes(nonce, TP_AUTH_NONCE_LEN) != 1) {
-        eng_error("RAND_bytes failed: no randomness for the auth nonce");
+        util_error("RAND_bytes failed: no randomness for the auth nonce");
         return STRATA_ERR_IO;
     }
     return STRATA_OK;

@@ -19,9 +19,9 @@ strata_status_t tp_evq_init(tp_evq_t *q, uint32_t arrival_budget,
     memset(q, 0, sizeof(*q));
     q->arrival_budget = arrival_budget;
     q->cap = tp_evq_pow2(arrival_budget);
-    q->items = eng_calloc(q->cap, sizeof(*q->items));
+    q->items = util_calloc(q->cap, sizeof(*q->items));
     q->payload.cap = tp_evq_pow2(payload_bytes);
-    q->payload.buf = eng_malloc(q->payload.cap);
+    q->payload.buf = util_malloc(q->payload.cap);
     if (!q->items || !q->payload.buf) {
         tp_evq_fini(q);
         return STRATA_ERR_NOMEM;
@@ -31,8 +31,8 @@ strata_status_t tp_evq_init(tp_evq_t *q, uint32_t arrival_budget,
 
 void tp_evq_fini(tp_evq_t *q)
 {
-    eng_free(q->items);
-    eng_free(q->payload.buf);
+    util_free(q->items);
+    util_free(q->payload.buf);
     memset(q, 0, sizeof(*q));
 }
 
@@ -43,13 +43,13 @@ strata_status_t tp_evq_reserve(tp_evq_t *q, uint32_t n)
         return STRATA_ERR_NOMEM;
     if (need > q->cap) {
         uint32_t cap = tp_evq_pow2(need);
-        tp_evq_item_t *items = eng_malloc((size_t)cap * sizeof(*items));
+        tp_evq_item_t *items = util_malloc((size_t)cap * sizeof(*items));
         if (!items)
             return STRATA_ERR_NOMEM;
         uint64_t n_items = q->head - q->tail;
         for (uint64_t i = 0; i < n_items; i++)
             items[i] = q->items[(q->tail + i) & (q->cap - 1)];
-        eng_free(q->items);
+        util_free(q->items);
         q->items = items;
         q->cap = cap;
         q->tail = 0;
@@ -89,9 +89,9 @@ bool tp_evq_arrival_room(const tp_evq_t *q, uint32_t len)
 {
     if (q->arrivals >= q->arrival_budget)
         return false;
-    tp_bfifo_t f = q->payload; /* a trial allocation on a copy */
+    util_bfifo_t f = q->payload; /* a trial allocation on a copy */
     uint64_t end;
-    return tp_bfifo_alloc(&f, len, &end) != NULL;
+    return util_bfifo_alloc(&f, len, &end) != NULL;
 }
 
 tp_evq_item_t *tp_evq_push_arrival(tp_evq_t *q, bool taken,
@@ -103,7 +103,7 @@ tp_evq_item_t *tp_evq_push_arrival(tp_evq_t *q, bool taken,
     uint64_t end = 0;
     void *copy = NULL;
     if (type == TP_EV_RECV) {
-        copy = tp_bfifo_alloc(&q->payload, len, &end);
+        copy = util_bfifo_alloc(&q->payload, len, &end);
         if (!copy)
             return NULL;
         memcpy(copy, data, len);
@@ -122,7 +122,7 @@ tp_evq_item_t *tp_evq_push_arrival(tp_evq_t *q, bool taken,
 
 void tp_evq_begin(tp_evq_t *q)
 {
-    tp_bfifo_release(&q->payload, q->release_to);
+    util_bfifo_release(&q->payload, q->release_to);
 }
 
 int tp_evq_report(tp_evq_t *q, tp_event_t *events, int max,

@@ -35,7 +35,7 @@ typedef struct tp_evq {
     uint32_t reserved; /* room promised to endpoints */
     uint32_t arrival_budget;
     uint32_t arrivals; /* arrival items queued or reserved */
-    tp_bfifo_t payload;
+    util_bfifo_t payload;
     uint64_t release_to; /* payload reported last time, freed next time */
 } tp_evq_t;
 

@@ -31,14 +31,14 @@ strata_status_t tp_open(const char *name, const eng_config_t *cfg,
                         tp_ctx_t **ctx_out)
 {
     if (!cfg || !ctx_out) {
-        eng_error("tp_open: cfg and ctx_out must not be NULL");
+        util_error("tp_open: cfg and ctx_out must not be NULL");
         return STRATA_ERR_INVALID;
     }
     const tp_ops_t *ops = tp_find(name);
     if (!ops) {
-        eng_error("unknown transport provider '%s' (expected verbs, "
-                  "tcp or shm)",
-                  name ? name : "(null)");
+        util_error("unknown transport provider '%s' (expected verbs, "
+                   "tcp or shm)",
+                   name ? name : "(null)");
         return STRATA_ERR_INVALID;
     }
     tp_ctx_t *ctx = NULL;
@@ -88,7 +88,7 @@ const char *tp_select(const eng_config_t *cfg, bool peer_on_this_host)
 static bool tp_access_ok(const char *fn, unsigned access)
 {
     if (access & ~(unsigned)TP_ACCESS_REMOTE_WRITE) {
-        eng_error("%s: unknown access bits %#x", fn, access);
+        util_error("%s: unknown access bits %#x", fn, access);
         return false;
     }
     return true;
@@ -98,18 +98,18 @@ strata_status_t tp_mr_reg(tp_ctx_t *ctx, void *addr, size_t len,
                           unsigned access, tp_mr_t **mr_out)
 {
     if (!ctx || !addr || !mr_out || len == 0) {
-        eng_error("tp_mr_reg: needs a context, a non-NULL address, "
-                  "a length > 0 and mr_out (got addr %p, len %zu)",
-                  addr, len);
+        util_error("tp_mr_reg: needs a context, a non-NULL address, "
+                   "a length > 0 and mr_out (got addr %p, len %zu)",
+                   addr, len);
         return STRATA_ERR_INVALID;
     }
     if (!tp_access_ok("tp_mr_reg", access))
         return STRATA_ERR_INVALID;
     if ((access & TP_ACCESS_REMOTE_WRITE) &&
         !(ctx->caps & TP_CAP_REMOTE_ANY_MEMORY)) {
-        eng_error("tp_mr_reg: the %s provider cannot let peers write "
-                  "into memory it did not allocate; use tp_mem_alloc()",
-                  ctx->ops->name);
+        util_error("tp_mr_reg: the %s provider cannot let peers write "
+                   "into memory it did not allocate; use tp_mem_alloc()",
+                   ctx->ops->name);
         return STRATA_ERR_UNSUPPORTED;
     }
     return ctx->ops->mr_reg(ctx, addr, len, access, mr_out);
@@ -119,9 +119,9 @@ strata_status_t tp_mem_alloc(tp_ctx_t *ctx, size_t len, unsigned access,
                              void **addr_out, tp_mr_t **mr_out)
 {
     if (!ctx || !addr_out || !mr_out || len == 0) {
-        eng_error("tp_mem_alloc: needs a context, a length > 0 "
-                  "(got %zu), addr_out and mr_out",
-                  len);
+        util_error("tp_mem_alloc: needs a context, a length > 0 "
+                   "(got %zu), addr_out and mr_out",
+                   len);
         return STRATA_ERR_INVALID;
     }
     if (!tp_access_ok("tp_mem_alloc", access))
@@ -148,19 +148,19 @@ size_t tp_mr_len(const tp_mr_t *mr)
 strata_status_t tp_mr_export(tp_mr_t *mr, tp_ep_t *ep, tp_rdesc_t *desc_out)
 {
     if (!mr || !ep || !desc_out) {
-        eng_error("tp_mr_export: mr, ep and desc_out must not be NULL");
+        util_error("tp_mr_export: mr, ep and desc_out must not be NULL");
         return STRATA_ERR_INVALID;
     }
     if (mr->ctx != ep->ctx) {
-        eng_error("tp_mr_export: region and endpoint (peer %s) belong "
-                  "to different contexts",
-                  ep->peer);
+        util_error("tp_mr_export: region and endpoint (peer %s) belong "
+                   "to different contexts",
+                   ep->peer);
         return STRATA_ERR_INVALID;
     }
     if (!(mr->access & TP_ACCESS_REMOTE_WRITE)) {
-        eng_error("tp_mr_export: region %p+%zu was registered without "
-                  "remote access; nothing to grant peer %s",
-                  mr->addr, mr->len, ep->peer);
+        util_error("tp_mr_export: region %p+%zu was registered without "
+                   "remote access; nothing to grant peer %s",
+                   mr->addr, mr->len, ep->peer);
         return STRATA_ERR_INVALID;
     }
     return mr->ctx->ops->mr_export(mr, ep, desc_out);
@@ -172,7 +172,7 @@ strata_status_t tp_listen(tp_ctx_t *ctx, const char *bind,
                           tp_listener_t **listener_out)
 {
     if (!ctx || !listener_out) {
-        eng_error("tp_listen: ctx and listener_out must not be NULL");
+        util_error("tp_listen: ctx and listener_out must not be NULL");
         return STRATA_ERR_INVALID;
     }
     return ctx->ops->listen(ctx, bind, listener_out);
@@ -193,7 +193,7 @@ strata_status_t tp_connect(tp_ctx_t *ctx, const char *addr, void *ep_ctx,
                            tp_ep_t **ep_out)
 {
     if (!ctx || !addr || !*addr || !ep_out) {
-        eng_error("tp_connect: needs a context, an address and ep_out");
+        util_error("tp_connect: needs a context, an address and ep_out");
         return STRATA_ERR_INVALID;
     }
     tp_ep_t *ep = NULL;
@@ -241,36 +241,36 @@ strata_status_t tp_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
                          uint32_t imm, unsigned flags, void *op_ctx)
 {
     if (!ep || !mr || !dst) {
-        eng_error("tp_write: ep, mr and dst must not be NULL");
+        util_error("tp_write: ep, mr and dst must not be NULL");
         return STRATA_ERR_INVALID;
     }
     if (mr->ctx != ep->ctx) {
-        eng_error("tp_write to %s: the source region belongs to "
-                  "another context",
-                  ep->peer);
+        util_error("tp_write to %s: the source region belongs to "
+                   "another context",
+                   ep->peer);
         return STRATA_ERR_INVALID;
     }
     if (flags & ~(unsigned)TP_WRITE_IMM) {
-        eng_error("tp_write to %s: unknown flags %#x", ep->peer, flags);
+        util_error("tp_write to %s: unknown flags %#x", ep->peer, flags);
         return STRATA_ERR_INVALID;
     }
     if (len > UINT32_MAX) {
-        eng_error("tp_write to %s: %zu bytes is more than one write "
-                  "carries (%u)",
-                  ep->peer, len, UINT32_MAX);
+        util_error("tp_write to %s: %zu bytes is more than one write "
+                   "carries (%u)",
+                   ep->peer, len, UINT32_MAX);
         return STRATA_ERR_RANGE;
     }
     if (!tp_range_ok(off, len, mr->len)) {
-        eng_error("tp_write to %s: source [%zu, +%zu) is outside its "
-                  "region of %zu bytes",
-                  ep->peer, off, len, mr->len);
+        util_error("tp_write to %s: source [%zu, +%zu) is outside its "
+                   "region of %zu bytes",
+                   ep->peer, off, len, mr->len);
         return STRATA_ERR_RANGE;
     }
     if (!tp_range_ok(dst_off, len, dst->len)) {
-        eng_error("tp_write to %s: target [%llu, +%zu) is outside the "
-                  "peer's region %#llx of %llu bytes",
-                  ep->peer, (unsigned long long)dst_off, len,
-                  (unsigned long long)dst->key, (unsigned long long)dst->len);
+        util_error("tp_write to %s: target [%llu, +%zu) is outside the "
+                   "peer's region %#llx of %llu bytes",
+                   ep->peer, (unsigned long long)dst_off, len,
+                   (unsigned long long)dst->key, (unsigned long long)dst->len);
         return STRATA_ERR_RANGE;
     }
     return ep->ctx->ops->write(ep, mr, off, dst, dst_off, len, imm, flags,
@@ -280,13 +280,13 @@ strata_status_t tp_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
 strata_status_t tp_send(tp_ep_t *ep, const void *buf, size_t len, void *op_ctx)
 {
     if (!ep || (!buf && len > 0)) {
-        eng_error("tp_send: ep and (for len > 0) buf must not be NULL");
+        util_error("tp_send: ep and (for len > 0) buf must not be NULL");
         return STRATA_ERR_INVALID;
     }
     if (len > TP_MSG_MAX) {
-        eng_error("tp_send to %s: %zu bytes exceeds the control "
-                  "message limit of %d",
-                  ep->peer, len, TP_MSG_MAX);
+        util_error("tp_send to %s: %zu bytes exceeds the control "
+                   "message limit of %d",
+                   ep->peer, len, TP_MSG_MAX);
         return STRATA_ERR_RANGE;
     }
     return ep->ctx->ops->send(ep, buf, len, op_ctx);
@@ -298,9 +298,9 @@ strata_status_t tp_progress(tp_ctx_t *ctx, tp_event_t *events, int max,
                             int *n_out)
 {
     if (!ctx || !n_out || max < 0 || (max > 0 && !events)) {
-        eng_error("tp_progress: needs a context, n_out, max >= 0 "
-                  "(got %d) and room for max events",
-                  max);
+        util_error("tp_progress: needs a context, n_out, max >= 0 "
+                   "(got %d) and room for max events",
+                   max);
         return STRATA_ERR_INVALID;
     }
     *n_out = 0;

@@ -16,8 +16,8 @@ static strata_status_t tp_verbs_absent_open(const eng_config_t *cfg,
 {
     (void)cfg;
     (void)ctx_out;
-    eng_error("verbs provider not compiled in (built without rdma-core or "
-              "with -DSTRATA_WITH_VERBS=OFF)");
+    util_error("verbs provider not compiled in (built without rdma-core or "
+               "with -DSTRATA_WITH_VERBS=OFF)");
     return STRATA_ERR_UNSUPPORTED;
 }
 

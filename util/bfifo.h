@@ -9,17 +9,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct tp_bfifo {
+typedef struct util_bfifo {
     uint8_t *buf;
     uint64_t cap;  /* a power of two */
     uint64_t head; /* free-running: next allocation */
     uint64_t tail; /* free-running: oldest byte still in use */
-} tp_bfifo_t;
+} util_bfifo_t;
 
 /* len contiguous bytes, or NULL when they do not fit now. *end_out is what
- * to pass to tp_bfifo_release() to free this piece and all before it. */
-static inline void *tp_bfifo_alloc(tp_bfifo_t *f, uint64_t len,
-                                   uint64_t *end_out)
+ * to pass to util_bfifo_release() to free this piece and all before it. */
+static inline void *util_bfifo_alloc(util_bfifo_t *f, uint64_t len,
+                                     uint64_t *end_out)
 {
     if (f->head == f->tail) /* empty: start at the beginning again */
         f->head = f->tail = (f->head + f->cap - 1) & ~(f->cap - 1);
@@ -33,7 +33,7 @@ static inline void *tp_bfifo_alloc(tp_bfifo_t *f, uint64_t len,
     return f->buf + (start & (f->cap - 1));
 }
 
-static inline void tp_bfifo_release(tp_bfifo_t *f, uint64_t end)
+static inline void util_bfifo_release(util_bfifo_t *f, uint64_t end)
 {
     if (end - f->tail <= f->head - f->tail)
         f->tail = end;

@@ -6,7 +6,7 @@
 #include <sys/timerfd.h>
 #include <time.h>
 
-static inline uint64_t tp_now_ns(void)
+static inline uint64_t util_now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -14,7 +14,7 @@ static inline uint64_t tp_now_ns(void)
 }
 
 /* Arms tfd (CLOCK_MONOTONIC) for deadline_ns; 0 disarms it. */
-static inline int tp_timer_arm(int tfd, uint64_t deadline_ns)
+static inline int util_timer_arm(int tfd, uint64_t deadline_ns)
 {
     struct itimerspec its = {0};
     if (deadline_ns) {

@@ -3,29 +3,29 @@
 
 #include "util/alloc.h"
 
-#define TP_KEYMAP_MIN 16
+#define UTIL_KEYMAP_MIN 16
 
-static uint32_t tp_keymap_slot(const tp_keymap_t *m, uint64_t key)
+static uint32_t util_keymap_slot(const util_keymap_t *m, uint64_t key)
 {
     /* Fibonacci hashing spreads sequential keys over the table. */
     return (uint32_t)((key * 0x9e3779b97f4a7c15ull) >> 32) & (m->cap - 1);
 }
 
-void tp_keymap_init(tp_keymap_t *m)
+void util_keymap_init(util_keymap_t *m)
 {
-    *m = (tp_keymap_t){0};
+    *m = (util_keymap_t){0};
 }
 
-void tp_keymap_fini(tp_keymap_t *m)
+void util_keymap_fini(util_keymap_t *m)
 {
-    eng_free(m->keys);
-    eng_free(m->vals);
-    tp_keymap_init(m);
+    util_free(m->keys);
+    util_free(m->vals);
+    util_keymap_init(m);
 }
 
-static void tp_keymap_insert(tp_keymap_t *m, uint64_t key, void *val)
+static void util_keymap_insert(util_keymap_t *m, uint64_t key, void *val)
 {
-    uint32_t i = tp_keymap_slot(m, key);
+    uint32_t i = util_keymap_slot(m, key);
     while (m->keys[i] != 0 && m->keys[i] != key)
         i = (i + 1) & (m->cap - 1);
     if (m->keys[i] == 0)
@@ -34,52 +34,52 @@ static void tp_keymap_insert(tp_keymap_t *m, uint64_t key, void *val)
     m->vals[i] = val;
 }
 
-static strata_status_t tp_keymap_grow(tp_keymap_t *m)
+static strata_status_t util_keymap_grow(util_keymap_t *m)
 {
-    tp_keymap_t big = {.cap = m->cap ? 2 * m->cap : TP_KEYMAP_MIN};
-    big.keys = eng_calloc(big.cap, sizeof(*big.keys));
-    big.vals = eng_calloc(big.cap, sizeof(*big.vals));
+    util_keymap_t big = {.cap = m->cap ? 2 * m->cap : UTIL_KEYMAP_MIN};
+    big.keys = util_calloc(big.cap, sizeof(*big.keys));
+    big.vals = util_calloc(big.cap, sizeof(*big.vals));
     if (!big.keys || !big.vals) {
-        tp_keymap_fini(&big);
+        util_keymap_fini(&big);
         return STRATA_ERR_NOMEM;
     }
     for (uint32_t i = 0; i < m->cap; i++)
         if (m->keys[i])
-            tp_keymap_insert(&big, m->keys[i], m->vals[i]);
-    tp_keymap_fini(m);
+            util_keymap_insert(&big, m->keys[i], m->vals[i]);
+    util_keymap_fini(m);
     *m = big;
     return STRATA_OK;
 }
 
-strata_status_t tp_keymap_put(tp_keymap_t *m, uint64_t key, void *val)
+strata_status_t util_keymap_put(util_keymap_t *m, uint64_t key, void *val)
 {
     if (key == 0)
         return STRATA_ERR_INVALID;
     if (2 * (m->n + 1) > m->cap) { /* keep the load at most one half */
-        strata_status_t st = tp_keymap_grow(m);
+        strata_status_t st = util_keymap_grow(m);
         if (st != STRATA_OK)
             return st;
     }
-    tp_keymap_insert(m, key, val);
+    util_keymap_insert(m, key, val);
     return STRATA_OK;
 }
 
-void *tp_keymap_get(const tp_keymap_t *m, uint64_t key)
+void *util_keymap_get(const util_keymap_t *m, uint64_t key)
 {
     if (m->cap == 0 || key == 0)
         return NULL;
-    for (uint32_t i = tp_keymap_slot(m, key); m->keys[i];
+    for (uint32_t i = util_keymap_slot(m, key); m->keys[i];
          i = (i + 1) & (m->cap - 1))
         if (m->keys[i] == key)
             return m->vals[i];
     return NULL;
 }
 
-void *tp_keymap_del(tp_keymap_t *m, uint64_t key)
+void *util_keymap_del(util_keymap_t *m, uint64_t key)
 {
     if (m->cap == 0 || key == 0)
         return NULL;
-    uint32_t mask = m->cap - 1, i = tp_keymap_slot(m, key);
+    uint32_t mask = m->cap - 1, i = util_keymap_slot(m, key);
     while (m->keys[i] != key) {
         if (m->keys[i] == 0)
             return NULL;
@@ -89,7 +89,7 @@ void *tp_keymap_del(tp_keymap_t *m, uint64_t key)
     /* Shift later members of the probe run back so lookups need no
      * tombstones. */
     for (uint32_t j = (i + 1) & mask; m->keys[j]; j = (j + 1) & mask) {
-        uint32_t home = tp_keymap_slot(m, m->keys[j]);
+        uint32_t home = util_keymap_slot(m, m->keys[j]);
         if (((j - home) & mask) >= ((j - i) & mask)) {
             m->keys[i] = m->keys[j];
             m->vals[i] = m->vals[j];
@@ -102,8 +102,8 @@ void *tp_keymap_del(tp_keymap_t *m, uint64_t key)
     return val;
 }
 
-int tp_keymap_next(const tp_keymap_t *m, uint32_t *iter, uint64_t *key_out,
-                   void **val_out)
+int util_keymap_next(const util_keymap_t *m, uint32_t *iter, uint64_t *key_out,
+                     void **val_out)
 {
     for (; *iter < m->cap; (*iter)++)
         if (m->keys[*iter]) {

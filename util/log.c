@@ -12,67 +12,67 @@
 #include <time.h>
 #include <unistd.h>
 
-#define ENG_LOG_DEFAULT ENG_LOG_WARN
-#define ENG_LOG_LINE_MAX 2048
+#define UTIL_LOG_DEFAULT UTIL_LOG_WARN
+#define UTIL_LOG_LINE_MAX 2048
 
-const char *const eng_log_level_names[] = {"error", "warn",  "info",
-                                           "debug", "trace", NULL};
-static const char *const eng_log_level_tags[] = {"ERROR", "WARN ", "INFO ",
-                                                 "DEBUG", "TRACE"};
+const char *const util_log_level_names[] = {"error", "warn",  "info",
+                                            "debug", "trace", NULL};
+static const char *const util_log_level_tags[] = {"ERROR", "WARN ", "INFO ",
+                                                  "DEBUG", "TRACE"};
 
-_Atomic int eng_log_threshold = -1;
-static _Atomic int eng_log_rank = -1;
+_Atomic int util_log_threshold = -1;
+static _Atomic int util_log_rank = -1;
 
-static pthread_mutex_t eng_log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
-static eng_log_sink_fn eng_log_sink;
-static void *eng_log_sink_arg;
+static pthread_mutex_t util_log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
+static util_log_sink_fn util_log_sink;
+static void *util_log_sink_arg;
 
-int eng_log_parse_level(const char *name)
+int util_log_parse_level(const char *name)
 {
-    for (int i = 0; name && eng_log_level_names[i]; i++)
-        if (strcasecmp(name, eng_log_level_names[i]) == 0)
+    for (int i = 0; name && util_log_level_names[i]; i++)
+        if (strcasecmp(name, util_log_level_names[i]) == 0)
             return i;
     return -1;
 }
 
 /* First use before the configuration is loaded: take STRATA_LOG as is. A bad
  * value falls back to the default here; the config module reports it. */
-int eng_log_init_threshold(void)
+int util_log_init_threshold(void)
 {
-    int level = eng_log_parse_level(getenv("STRATA_LOG"));
+    int level = util_log_parse_level(getenv("STRATA_LOG"));
     if (level < 0)
-        level = ENG_LOG_DEFAULT;
+        level = UTIL_LOG_DEFAULT;
     int expected = -1;
-    atomic_compare_exchange_strong(&eng_log_threshold, &expected, level);
-    return atomic_load(&eng_log_threshold);
+    atomic_compare_exchange_strong(&util_log_threshold, &expected, level);
+    return atomic_load(&util_log_threshold);
 }
 
-void eng_log_set_level(eng_log_level_t level)
+void util_log_set_level(util_log_level_t level)
 {
-    atomic_store(&eng_log_threshold, (int)level);
+    atomic_store(&util_log_threshold, (int)level);
 }
 
-eng_log_level_t eng_log_get_level(void)
+util_log_level_t util_log_get_level(void)
 {
-    int t = atomic_load(&eng_log_threshold);
-    return (eng_log_level_t)(t < 0 ? eng_log_init_threshold() : t);
+    int t = atomic_load(&util_log_threshold);
+    return (util_log_level_t)(t < 0 ? util_log_init_threshold() : t);
 }
 
-void eng_log_set_rank(int rank)
+void util_log_set_rank(int rank)
 {
-    atomic_store(&eng_log_rank, rank);
+    atomic_store(&util_log_rank, rank);
 }
 
-void eng_log_set_sink(eng_log_sink_fn fn, void *arg)
+void util_log_set_sink(util_log_sink_fn fn, void *arg)
 {
-    pthread_mutex_lock(&eng_log_sink_lock);
-    eng_log_sink = fn;
-    eng_log_sink_arg = arg;
-    pthread_mutex_unlock(&eng_log_sink_lock);
+    pthread_mutex_lock(&util_log_sink_lock);
+    util_log_sink = fn;
+    util_log_sink_arg = arg;
+    pthread_mutex_unlock(&util_log_sink_lock);
 }
 
-static size_t eng_log_prefix(char *buf, size_t cap, eng_log_level_t level,
-                             const char *file, int line)
+static size_t util_log_prefix(char *buf, size_t cap, util_log_level_t level,
+                              const char *file, int line)
 {
     struct timespec ts;
     struct tm tm;
@@ -81,7 +81,7 @@ static size_t eng_log_prefix(char *buf, size_t cap, eng_log_level_t level,
     char when[32];
     strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 
-    int rank = atomic_load_explicit(&eng_log_rank, memory_order_relaxed);
+    int rank = atomic_load_explicit(&util_log_rank, memory_order_relaxed);
     char who[32];
     if (rank >= 0)
         snprintf(who, sizeof(who), "strata[%d] rank %d", (int)getpid(), rank);
@@ -90,17 +90,17 @@ static size_t eng_log_prefix(char *buf, size_t cap, eng_log_level_t level,
 
     int n =
         snprintf(buf, cap, "%s.%06ldZ %s %s %s:%d: ", when, ts.tv_nsec / 1000,
-                 who, eng_log_level_tags[level], file, line);
+                 who, util_log_level_tags[level], file, line);
     return n < 0 ? 0 : ((size_t)n < cap ? (size_t)n : cap - 1);
 }
 
-void eng_log_write(eng_log_level_t level, const char *file, int line,
-                   const char *fmt, ...)
+void util_log_write(util_log_level_t level, const char *file, int line,
+                    const char *fmt, ...)
 {
-    if (level > ENG_LOG_TRACE)
-        level = ENG_LOG_TRACE;
-    char buf[ENG_LOG_LINE_MAX];
-    size_t len = eng_log_prefix(buf, sizeof(buf) - 1, level, file, line);
+    if (level > UTIL_LOG_TRACE)
+        level = UTIL_LOG_TRACE;
+    char buf[UTIL_LOG_LINE_MAX];
+    size_t len = util_log_prefix(buf, sizeof(buf) - 1, level, file, line);
 
     va_list ap;
     va_start(ap, fmt);
@@ -114,13 +114,13 @@ void eng_log_write(eng_log_level_t level, const char *file, int line,
         if (buf[i] == '\n')
             buf[i] = ' ';
 
-    pthread_mutex_lock(&eng_log_sink_lock);
-    eng_log_sink_fn sink = eng_log_sink;
+    pthread_mutex_lock(&util_log_sink_lock);
+    util_log_sink_fn sink = util_log_sink;
     if (sink) {
         buf[len] = '\0';
-        sink(eng_log_sink_arg, level, buf);
+        sink(util_log_sink_arg, level, buf);
     }
-    pthread_mutex_unlock(&eng_log_sink_lock);
+    pthread_mutex_unlock(&util_log_sink_lock);
     if (!sink) {
         buf[len++] = '\n';
         ssize_t w = write(STDERR_FILENO, buf, len);

@@ -10,12 +10,12 @@
 
 /* Polls of the condition before parking: a few microseconds, enough to catch
  * a wake-up that is already on its way without a system call. */
-#define ENG_WAITQ_SPINS 256
+#define UTIL_WAITQ_SPINS 256
 
 /* Sleeps while *word == expect, until woken or the absolute CLOCK_MONOTONIC
  * deadline. Returns 0, or ETIMEDOUT; EAGAIN/EINTR count as spurious. */
-static int eng_futex_wait(_Atomic uint32_t *word, uint32_t expect,
-                          const struct timespec *deadline)
+static int util_futex_wait(_Atomic uint32_t *word, uint32_t expect,
+                           const struct timespec *deadline)
 {
     long rc = syscall(SYS_futex, (uint32_t *)word,
                       FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, expect, deadline,
@@ -23,26 +23,26 @@ static int eng_futex_wait(_Atomic uint32_t *word, uint32_t expect,
     return rc == 0 || errno != ETIMEDOUT ? 0 : ETIMEDOUT;
 }
 
-static void eng_futex_wake_all(_Atomic uint32_t *word)
+static void util_futex_wake_all(_Atomic uint32_t *word)
 {
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE | FUTEX_PRIVATE_FLAG,
             INT_MAX, NULL, NULL, 0);
 }
 
-void eng_waitq_init(eng_waitq_t *q)
+void util_waitq_init(util_waitq_t *q)
 {
     atomic_init(&q->seq, 0);
     atomic_init(&q->waiters, 0);
 }
 
-void eng_waitq_wake(eng_waitq_t *q)
+void util_waitq_wake(util_waitq_t *q)
 {
     atomic_fetch_add(&q->seq, 1);
     if (atomic_load(&q->waiters) != 0)
-        eng_futex_wake_all(&q->seq);
+        util_futex_wake_all(&q->seq);
 }
 
-static struct timespec eng_deadline_after(int64_t timeout_ms)
+static struct timespec util_deadline_after(int64_t timeout_ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -55,11 +55,11 @@ static struct timespec eng_deadline_after(int64_t timeout_ms)
     return ts;
 }
 
-/* The parked part of eng_waitq_wait: the protocol the header describes. */
-static strata_status_t eng_waitq_park(eng_waitq_t *q, eng_waitq_cond_fn cond,
-                                      void *arg, int64_t timeout_ms)
+/* The parked part of util_waitq_wait: the protocol the header describes. */
+static strata_status_t util_waitq_park(util_waitq_t *q, util_waitq_cond_fn cond,
+                                       void *arg, int64_t timeout_ms)
 {
-    struct timespec deadline = eng_deadline_after(timeout_ms);
+    struct timespec deadline = util_deadline_after(timeout_ms);
     strata_status_t st;
 
     atomic_fetch_add(&q->waiters, 1);
@@ -68,7 +68,7 @@ static strata_status_t eng_waitq_park(eng_waitq_t *q, eng_waitq_cond_fn cond,
         st = cond(arg);
         if (st != STRATA_ERR_AGAIN)
             break;
-        if (eng_futex_wait(&q->seq, seq, &deadline) == ETIMEDOUT) {
+        if (util_futex_wait(&q->seq, seq, &deadline) == ETIMEDOUT) {
             st = cond(arg);
             if (st == STRATA_ERR_AGAIN)
                 st = STRATA_ERR_TIMEOUT;
@@ -79,65 +79,66 @@ static strata_status_t eng_waitq_park(eng_waitq_t *q, eng_waitq_cond_fn cond,
     return st;
 }
 
-strata_status_t eng_waitq_wait(eng_waitq_t *q, eng_waitq_cond_fn cond,
-                               void *arg, int64_t timeout_ms)
+strata_status_t util_waitq_wait(util_waitq_t *q, util_waitq_cond_fn cond,
+                                void *arg, int64_t timeout_ms)
 {
     strata_status_t st = cond(arg);
     if (st != STRATA_ERR_AGAIN)
         return st;
     if (timeout_ms <= 0)
         return STRATA_ERR_TIMEOUT;
-    for (int i = 0; i < ENG_WAITQ_SPINS; i++) {
-        eng_waitq_cpu_relax();
+    for (int i = 0; i < UTIL_WAITQ_SPINS; i++) {
+        util_waitq_cpu_relax();
         st = cond(arg);
         if (st != STRATA_ERR_AGAIN)
             return st;
     }
-    return eng_waitq_park(q, cond, arg, timeout_ms);
+    return util_waitq_park(q, cond, arg, timeout_ms);
 }
 
 /* ---- gates ---- */
 
-void eng_gate_init(eng_gate_t *g, int64_t value)
+void util_gate_init(util_gate_t *g, int64_t value)
 {
     atomic_init(&g->value, value);
     atomic_init(&g->status, STRATA_OK);
-    eng_waitq_init(&g->q);
+    util_waitq_init(&g->q);
 }
 
-int64_t eng_gate_raise(eng_gate_t *g, int64_t v)
+int64_t util_gate_raise(util_gate_t *g, int64_t v)
 {
     int64_t cur = atomic_load(&g->value);
     while (cur < v)
         if (atomic_compare_exchange_weak(&g->value, &cur, v)) {
-            eng_waitq_wake(&g->q);
+            util_waitq_wake(&g->q);
             return v;
         }
     return cur;
 }
 
-void eng_gate_fail(eng_gate_t *g, strata_status_t status)
+void util_gate_fail(util_gate_t *g, strata_status_t status)
 {
     atomic_store(&g->status, (int)status);
-    eng_waitq_wake(&g->q);
+    util_waitq_wake(&g->q);
 }
 
-typedef struct eng_gate_wait_arg {
-    eng_gate_t *g;
+typedef struct util_gate_wait_arg {
+    util_gate_t *g;
     int64_t target;
-} eng_gate_wait_arg_t;
+} util_gate_wait_arg_t;
 
-static strata_status_t eng_gate_reached(void *arg)
+static strata_status_t util_gate_reached(void *arg)
 {
-    eng_gate_wait_arg_t *a = arg;
+    util_gate_wait_arg_t *a = arg;
     if (atomic_load(&a->g->value) >= a->target)
         return STRATA_OK;
     strata_status_t st = (strata_status_t)atomic_load(&a->g->status);
     return st != STRATA_OK ? st : STRATA_ERR_AGAIN;
 }
 
-strata_status_t eng_gate_wait(eng_gate_t *g, int64_t target, int64_t timeout_ms)
+strata_status_t util_gate_wait(util_gate_t *g, int64_t target,
+                               int64_t timeout_ms)
 {
-    eng_gate_wait_arg_t a = {g, target};
-    return eng_waitq_wait(&g->q, eng_gate_reached, &a, timeout_ms);
+    util_gate_wait_arg_t a = {g, target};
+    return util_waitq_wait(&g->q, util_gate_reached, &a, timeout_ms);
 }

@@ -4,7 +4,7 @@
  * one atomic increment per wake-up and a system call only when a thread is
  * actually parked.
  *
- * eng_gate_t builds on it: a 64-bit value that only grows, which one thread
+ * util_gate_t builds on it: a 64-bit value that only grows, which one thread
  * raises (a progress thread delivering a model version or a clock) while
  * others park until it reaches a target (the application thread).
  *
@@ -23,23 +23,23 @@
 
 #include <strata/strata.h>
 
-typedef struct eng_waitq {
+typedef struct util_waitq {
     _Atomic uint32_t seq;     /* the futex word: bumped by every wake */
-    _Atomic uint32_t waiters; /* threads inside eng_waitq_wait */
-} eng_waitq_t;
+    _Atomic uint32_t waiters; /* threads inside util_waitq_wait */
+} util_waitq_t;
 
-void eng_waitq_init(eng_waitq_t *q);
+void util_waitq_init(util_waitq_t *q);
 
 /* Call after making some waiter's condition true. */
-void eng_waitq_wake(eng_waitq_t *q);
+void util_waitq_wake(util_waitq_t *q);
 
 /* A waiter's condition: STRATA_ERR_AGAIN while it does not hold yet; any
  * other status ends the wait and is returned (STRATA_OK, or an error such as
  * STRATA_ERR_CANCELED when the awaited thing can no longer happen). */
-typedef strata_status_t (*eng_waitq_cond_fn)(void *arg);
+typedef strata_status_t (*util_waitq_cond_fn)(void *arg);
 
 /* A pause in a spin loop. */
-static inline void eng_waitq_cpu_relax(void)
+static inline void util_waitq_cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_ia32_pause();
@@ -51,35 +51,35 @@ static inline void eng_waitq_cpu_relax(void)
 /* Waits until cond(arg) returns something other than STRATA_ERR_AGAIN, or
  * returns STRATA_ERR_TIMEOUT after timeout_ms (0: evaluate once). Spins
  * briefly before parking. Does not log: the caller knows what it waited for. */
-strata_status_t eng_waitq_wait(eng_waitq_t *q, eng_waitq_cond_fn cond,
-                               void *arg, int64_t timeout_ms);
+strata_status_t util_waitq_wait(util_waitq_t *q, util_waitq_cond_fn cond,
+                                void *arg, int64_t timeout_ms);
 
 /* ---- gate: a monotone value one can wait on ---- */
 
-typedef struct eng_gate {
+typedef struct util_gate {
     _Atomic int64_t value;
     _Atomic int status; /* STRATA_OK, or why waiting is pointless */
-    eng_waitq_t q;
-} eng_gate_t;
+    util_waitq_t q;
+} util_gate_t;
 
-void eng_gate_init(eng_gate_t *g, int64_t value);
+void util_gate_init(util_gate_t *g, int64_t value);
 
-static inline int64_t eng_gate_load(const eng_gate_t *g)
+static inline int64_t util_gate_load(const util_gate_t *g)
 {
     return atomic_load((_Atomic int64_t *)&g->value);
 }
 
 /* value = max(value, v); wakes waiters when it grew. Returns the value after
  * the call. Any thread may raise. */
-int64_t eng_gate_raise(eng_gate_t *g, int64_t v);
+int64_t util_gate_raise(util_gate_t *g, int64_t v);
 
 /* Every current and future wait returns status (not STRATA_OK), e.g.
  * STRATA_ERR_PEER when the peer that would raise the gate died. */
-void eng_gate_fail(eng_gate_t *g, strata_status_t status);
+void util_gate_fail(util_gate_t *g, strata_status_t status);
 
 /* Parks until value >= target (STRATA_OK), the gate fails (its status) or
  * timeout_ms passes (STRATA_ERR_TIMEOUT). Does not log. */
-strata_status_t eng_gate_wait(eng_gate_t *g, int64_t target,
-                              int64_t timeout_ms);
+strata_status_t util_gate_wait(util_gate_t *g, int64_t target,
+                               int64_t timeout_ms);
 
 #endif /* STRATA_UTIL_WAITQ_H */

@@ -134,7 +134,7 @@ int perf_tp_measure_lat(perf_tp_conn_t *c, const perf_tp_opts_t *o,
     uint64_t warm = 16;
     r->lat_iters =
         o->iters ? o->iters : perf_iters(r->bytes, 256e6, 8, 5000, o->quick);
-    double *t = eng_malloc(r->lat_iters * sizeof(*t)), sum = 0;
+    double *t = util_malloc(r->lat_iters * sizeof(*t)), sum = 0;
     if (!t)
         return -1;
     double s0 = perf_now_s();
@@ -143,7 +143,7 @@ int perf_tp_measure_lat(perf_tp_conn_t *c, const perf_tp_opts_t *o,
         uint64_t rt;
         if (perf_ping(c, r->bytes, (uint32_t)i, &rt) != 0) {
             fprintf(stderr, "latency run of %zu bytes failed\n", r->bytes);
-            eng_free(t);
+            util_free(t);
             return -1;
         }
         if (i >= warm)
@@ -157,7 +157,7 @@ int perf_tp_measure_lat(perf_tp_conn_t *c, const perf_tp_opts_t *o,
     r->lat_us = t[r->lat_iters / 2] * us_per_tick;
     r->lat_avg_us = sum / (double)r->lat_iters * us_per_tick;
     r->lat_p99_us = t[(r->lat_iters * 99) / 100] * us_per_tick;
-    eng_free(t);
+    util_free(t);
     return 0;
 }
 
@@ -165,8 +165,8 @@ int perf_tp_measure_memcpy(const perf_tp_opts_t *o, perf_tp_result_t *r)
 {
     static char *src, *dst;
     if (!src) {
-        src = eng_aligned_alloc(4096, o->max_size);
-        dst = eng_aligned_alloc(4096, o->max_size);
+        src = util_aligned_alloc(4096, o->max_size);
+        dst = util_aligned_alloc(4096, o->max_size);
         if (!src || !dst)
             return -1;
         memset(src, 1, o->max_size);

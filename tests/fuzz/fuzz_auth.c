@@ -8,7 +8,7 @@
 #include "transport/auth.h"
 #include "util/log.h"
 
-static void fuzz_auth_quiet(void *arg, eng_log_level_t level, const char *l)
+static void fuzz_auth_quiet(void *arg, util_log_level_t level, const char *l)
 {
     (void)arg, (void)level, (void)l;
 }
@@ -16,7 +16,7 @@ static void fuzz_auth_quiet(void *arg, eng_log_level_t level, const char *l)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static tp_auth_secret_t secret = {.configured = true};
-    eng_log_set_sink(fuzz_auth_quiet, NULL);
+    util_log_set_sink(fuzz_auth_quiet, NULL);
     uint8_t out[TP_AUTH_MSG_MAX];
     size_t out_len, half = size / 2;
     bool done = false;

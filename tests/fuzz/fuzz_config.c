@@ -8,7 +8,7 @@
 #include "engine/config.h"
 #include "util/log.h"
 
-static void fuzz_config_quiet(void *arg, eng_log_level_t level,
+static void fuzz_config_quiet(void *arg, util_log_level_t level,
                               const char *line)
 {
     (void)arg, (void)level, (void)line;
@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(path, sizeof(path), "/tmp/strata-fuzz-config-%d",
                  (int)getpid());
         setenv("STRATA_CONFIG", path, 1);
-        eng_log_set_sink(fuzz_config_quiet, NULL);
+        util_log_set_sink(fuzz_config_quiet, NULL);
     }
     FILE *f = fopen(path, "wb");
     if (!f)

@@ -403,9 +403,10 @@ static void registrations_and_exports(void **state)
 }
 
 /* Warnings and errors logged, counted and echoed. */
-static void count_complaints(void *arg, eng_log_level_t level, const char *line)
+static void count_complaints(void *arg, util_log_level_t level,
+                             const char *line)
 {
-    if (level <= ENG_LOG_WARN)
+    if (level <= UTIL_LOG_WARN)
         ++*(int *)arg;
     fprintf(stderr, "%s\n", line);
 }
@@ -428,9 +429,9 @@ static void close_releases_regions(void **state)
     assert_int_equal(tp_mr_export(mr, P->srv.ep, &d), STRATA_OK);
     target(len, &amr, &abuf);
     int complaints = 0;
-    eng_log_set_sink(count_complaints, &complaints);
+    util_log_set_sink(count_complaints, &complaints);
     pair_close(); /* without tp_mr_dereg */
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     assert_int_equal(complaints, 0);
     free(buf);
 }

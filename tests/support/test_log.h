@@ -18,10 +18,11 @@ typedef struct test_log {
 
 static test_log_t test_log;
 
-static void test_log_capture(void *arg, eng_log_level_t level, const char *line)
+static void test_log_capture(void *arg, util_log_level_t level,
+                             const char *line)
 {
     (void)arg;
-    test_log.errors += level == ENG_LOG_ERROR;
+    test_log.errors += level == UTIL_LOG_ERROR;
     strncpy(test_log.last, line, sizeof(test_log.last) - 1);
 }
 
@@ -29,14 +30,14 @@ static inline int test_log_setup(void **state)
 {
     (void)state;
     memset(&test_log, 0, sizeof(test_log));
-    eng_log_set_sink(test_log_capture, NULL);
+    util_log_set_sink(test_log_capture, NULL);
     return 0;
 }
 
 static inline int test_log_teardown(void **state)
 {
     (void)state;
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     return 0;
 }
 

@@ -250,7 +250,7 @@ static void *checker_main(void *arg)
     return NULL;
 }
 
-static void quiet(void *arg, eng_log_level_t level, const char *line)
+static void quiet(void *arg, util_log_level_t level, const char *line)
 {
     /* Moves that lose a race are refused and retried; anything else is
      * printed. */
@@ -276,7 +276,7 @@ static void run(const scenario_t *sc)
     eng_tracker_params_t p = {sc->workers, sc->groups, sc->intra, sc->inter,
                               group_of};
     assert_int_equal(eng_tracker_create(&p, &c.t), STRATA_OK);
-    eng_log_set_sink(quiet, NULL);
+    util_log_set_sink(quiet, NULL);
 
     pthread_t th[MAX_WORKERS], checker;
     worker_arg_t args[MAX_WORKERS];
@@ -290,7 +290,7 @@ static void run(const scenario_t *sc)
         pthread_join(th[w], NULL);
     atomic_store(&c.done, 1);
     pthread_join(checker, NULL);
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
 
     if (c.failures)
         fail_msg("%s", c.failure);

@@ -24,26 +24,26 @@
 void tp_shm_timer_update(tp_shm_ctx_t *ctx)
 {
     uint64_t first = 0;
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->timed)
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->timed)
     {
-        tp_shm_ep_t *ep = tp_container_of(pos, tp_shm_ep_t, timed_link);
+        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, timed_link);
         if (!first || ep->deadline_ns < first)
             first = ep->deadline_ns;
     }
-    if (tp_timer_arm(ctx->tfd, first) != 0)
-        eng_warn("shm: cannot arm the timer: %s", strerror(errno));
+    if (util_timer_arm(ctx->tfd, first) != 0)
+        util_warn("shm: cannot arm the timer: %s", strerror(errno));
 }
 
 void tp_shm_expire(tp_shm_ctx_t *ctx)
 {
-    uint64_t ticks, now = tp_now_ns();
+    uint64_t ticks, now = util_now_ns();
     while (read(ctx->tfd, &ticks, sizeof(ticks)) > 0)
         ;
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->timed)
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->timed)
     {
-        tp_shm_ep_t *ep = tp_container_of(pos, tp_shm_ep_t, timed_link);
+        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, timed_link);
         if (ep->deadline_ns > now)
             continue;
         if (ep->state != TP_SHM_UP)
@@ -52,7 +52,7 @@ void tp_shm_expire(tp_shm_ctx_t *ctx)
                            "STRATA_TIMEOUT_MS=%d ms",
                            ctx->base.timeout_ms);
         else if (tp_shm_ring_room(&ep->tx, TP_MSG_MAX))
-            tp_list_del(&ep->timed_link); /* it drained meanwhile */
+            util_list_del(&ep->timed_link); /* it drained meanwhile */
         else
             tp_shm_ep_fail(ep, STRATA_ERR_TIMEOUT,
                            "took no message from its full ring for "
@@ -65,9 +65,9 @@ void tp_shm_expire(tp_shm_ctx_t *ctx)
 static void tp_shm_deadline(tp_shm_ep_t *ep, uint64_t deadline_ns)
 {
     ep->deadline_ns = deadline_ns;
-    tp_list_del(&ep->timed_link);
+    util_list_del(&ep->timed_link);
     if (deadline_ns)
-        tp_list_add_tail(&ep->ctx->timed, &ep->timed_link);
+        util_list_add_tail(&ep->ctx->timed, &ep->timed_link);
     tp_shm_timer_update(ep->ctx);
 }
 
@@ -86,20 +86,20 @@ tp_evq_item_t *tp_shm_ep_event(tp_shm_ep_t *ep, tp_event_type_t type,
 
 void tp_shm_ep_free(tp_shm_ep_t *ep)
 {
-    tp_list_del(&ep->link);
-    tp_keymap_fini(&ep->exports);
-    tp_keymap_fini(&ep->imports);
+    util_list_del(&ep->link);
+    util_keymap_fini(&ep->exports);
+    util_keymap_fini(&ep->imports);
     tp_evq_unreserve(&ep->ctx->evq, TP_SHM_DEPTH + 2);
-    eng_free(ep);
+    util_free(ep);
 }
 
 static tp_shm_ep_t *tp_shm_ep_new(tp_shm_ctx_t *ctx, int fd, bool server,
                                   const char *peer)
 {
-    tp_shm_ep_t *ep = eng_calloc(1, sizeof(*ep));
+    tp_shm_ep_t *ep = util_calloc(1, sizeof(*ep));
     if (!ep || tp_evq_reserve(&ctx->evq, TP_SHM_DEPTH + 2) != STRATA_OK) {
-        eng_error("shm: out of memory for an endpoint to %s", peer);
-        eng_free(ep);
+        util_error("shm: out of memory for an endpoint to %s", peer);
+        util_free(ep);
         return NULL;
     }
     ep->base.ctx = &ctx->base;
@@ -112,19 +112,19 @@ static tp_shm_ep_t *tp_shm_ep_new(tp_shm_ctx_t *ctx, int fd, bool server,
     ep->state = TP_SHM_AUTH_WAIT;
     tp_auth_init(&ep->auth, &ctx->secret,
                  server ? TP_AUTH_SERVER : TP_AUTH_CLIENT);
-    tp_keymap_init(&ep->exports);
-    tp_keymap_init(&ep->imports);
-    tp_list_init(&ep->pending);
-    tp_list_init(&ep->timed_link);
-    tp_list_add_tail(&ctx->eps, &ep->link);
+    util_keymap_init(&ep->exports);
+    util_keymap_init(&ep->imports);
+    util_list_init(&ep->pending);
+    util_list_init(&ep->timed_link);
+    util_list_add_tail(&ctx->eps, &ep->link);
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ep->kind};
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        eng_error("shm: peer %s: epoll_ctl: %s", peer, strerror(errno));
+        util_error("shm: peer %s: epoll_ctl: %s", peer, strerror(errno));
         tp_shm_ep_free(ep);
         return NULL;
     }
     tp_shm_deadline(ep,
-                    tp_now_ns() + (uint64_t)ctx->base.timeout_ms * 1000000u);
+                    util_now_ns() + (uint64_t)ctx->base.timeout_ms * 1000000u);
     return ep;
 }
 
@@ -147,15 +147,15 @@ static void tp_shm_ep_down(tp_shm_ep_t *ep)
     ep->rx_map = ep->tx_map = NULL;
     tp_shm_unimport_all(ep);
     tp_shm_ctl_drop(ep);
-    if (!tp_list_empty(&ep->timed_link))
+    if (!util_list_empty(&ep->timed_link))
         tp_shm_deadline(ep, 0);
 }
 
 static void tp_shm_ep_bury(tp_shm_ep_t *ep)
 {
     ep->closed = true;
-    tp_list_del(&ep->link);
-    tp_list_add_tail(&ep->ctx->graveyard, &ep->link);
+    util_list_del(&ep->link);
+    util_list_add_tail(&ep->ctx->graveyard, &ep->link);
 }
 
 static void tp_shm_ep_vfail(tp_shm_ep_t *ep, strata_status_t status,
@@ -166,9 +166,9 @@ static void tp_shm_ep_vfail(tp_shm_ep_t *ep, strata_status_t status,
     char why[512];
     vsnprintf(why, sizeof(why), fmt, ap);
     if (status == STRATA_OK)
-        eng_info("shm: peer %s: %s", ep->base.peer, why);
+        util_info("shm: peer %s: %s", ep->base.peer, why);
     else
-        eng_error("shm: peer %s: %s", ep->base.peer, why);
+        util_error("shm: peer %s: %s", ep->base.peer, why);
     tp_shm_state_t was = ep->state;
     tp_shm_ep_down(ep);
     if (was == TP_SHM_UP)
@@ -201,11 +201,11 @@ void tp_shm_peer_left(tp_shm_ep_t *ep, strata_status_t status)
     if (ep->leaving)
         return;
     if (status == STRATA_OK)
-        eng_info("shm: peer %s closed the connection", ep->base.peer);
+        util_info("shm: peer %s closed the connection", ep->base.peer);
     else
-        eng_error("shm: peer %s: connection closed without a goodbye "
-                  "(process died?)",
-                  ep->base.peer);
+        util_error("shm: peer %s: connection closed without a goodbye "
+                   "(process died?)",
+                   ep->base.peer);
     epoll_ctl(ep->ctx->epfd, EPOLL_CTL_DEL, ep->fd, NULL);
     close(ep->fd);
     ep->fd = -1;
@@ -226,7 +226,7 @@ void tp_shm_ep_close(tp_ep_t *base)
     if (ep->state == TP_SHM_UP && ep->fd >= 0) {
         tp_shm_pkt_t bye = {.type = TP_SHM_PKT_BYE};
         if (send(ep->fd, &bye, TP_SHM_PKT_HDR, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-            eng_debug("shm: peer %s: no room to say goodbye", base->peer);
+            util_debug("shm: peer %s: no room to say goodbye", base->peer);
     }
     tp_shm_ep_down(ep);
     tp_evq_drop_ep(&ep->ctx->evq, base);
@@ -304,7 +304,7 @@ static void tp_shm_export_all(tp_shm_ep_t *ep)
 {
     uint64_t key;
     void *val;
-    for (uint32_t i = 0; tp_keymap_next(&ep->exports, &i, &key, &val);) {
+    for (uint32_t i = 0; util_keymap_next(&ep->exports, &i, &key, &val);) {
         tp_shm_mr_t *mr = val;
         tp_shm_ctl_send(ep, TP_SHM_PKT_EXPORT, key, mr->base.len, NULL, 0,
                         &mr->fd, 1);
@@ -327,7 +327,7 @@ void tp_shm_setup_recv(tp_shm_ep_t *ep, const tp_shm_pkt_t *pkt, int ring_fd,
     ep->peer_bell = bell_fd;
     ep->state = TP_SHM_UP;
     tp_shm_deadline(ep, 0);
-    eng_debug("shm: peer %s authenticated", ep->base.peer);
+    util_debug("shm: peer %s authenticated", ep->base.peer);
     tp_evq_item_t *it = tp_shm_ep_event(
         ep, ep->server ? TP_EV_ACCEPTED : TP_EV_CONNECTED, STRATA_OK);
     if (ep->server)
@@ -363,12 +363,13 @@ strata_status_t tp_shm_connect(tp_ctx_t *base, const char *addr,
     struct sockaddr_un sun;
     socklen_t sl;
     if (!tp_shm_sockaddr(addr, &sun, &sl)) {
-        eng_error("shm: address '%s' is neither @name nor a socket path", addr);
+        util_error("shm: address '%s' is neither @name nor a socket path",
+                   addr);
         return STRATA_ERR_INVALID;
     }
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        eng_error("shm: socket for %s: %s", addr, strerror(errno));
+        util_error("shm: socket for %s: %s", addr, strerror(errno));
         return STRATA_ERR_IO;
     }
     int rc = connect(fd, (struct sockaddr *)&sun, sl);
@@ -396,8 +397,8 @@ void tp_shm_accept(tp_shm_listener_t *l)
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             if (errno != EAGAIN)
-                eng_warn("shm: accept on %s: %s", l->base.addr,
-                         strerror(errno));
+                util_warn("shm: accept on %s: %s", l->base.addr,
+                          strerror(errno));
             return;
         }
         struct ucred cred = {0};
@@ -419,7 +420,7 @@ strata_status_t tp_shm_listen(tp_ctx_t *base, const char *bind_addr,
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
     static _Atomic unsigned serial;
-    tp_shm_listener_t *l = eng_calloc(1, sizeof(*l));
+    tp_shm_listener_t *l = util_calloc(1, sizeof(*l));
     if (!l)
         return STRATA_ERR_NOMEM;
     /* No name, or a host:port meant for another provider: a fresh abstract
@@ -428,48 +429,48 @@ strata_status_t tp_shm_listen(tp_ctx_t *base, const char *bind_addr,
         snprintf(l->base.addr, sizeof(l->base.addr), "%s", bind_addr);
     else
         snprintf(l->base.addr, sizeof(l->base.addr), "@strata-shm.%d.%u.%x",
-                 (int)getpid(), serial++, (unsigned)(tp_now_ns() & 0xffffff));
+                 (int)getpid(), serial++, (unsigned)(util_now_ns() & 0xffffff));
     struct sockaddr_un sun;
     socklen_t sl;
     strata_status_t st = STRATA_ERR_IO;
     if (!tp_shm_sockaddr(l->base.addr, &sun, &sl)) {
-        eng_error("shm: cannot listen on '%s': too long", l->base.addr);
+        util_error("shm: cannot listen on '%s': too long", l->base.addr);
         st = STRATA_ERR_INVALID;
         goto free_l;
     }
     l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (l->fd < 0 || bind(l->fd, (struct sockaddr *)&sun, sl) != 0 ||
         listen(l->fd, SOMAXCONN) != 0) {
-        eng_error("shm: cannot listen on %s: %s", l->base.addr,
-                  strerror(errno));
+        util_error("shm: cannot listen on %s: %s", l->base.addr,
+                   strerror(errno));
         goto close_fd;
     }
     l->base.ctx = base;
     l->kind = TP_SHM_K_LISTENER;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->kind};
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, l->fd, &ev) != 0) {
-        eng_error("shm: epoll_ctl for %s: %s", l->base.addr, strerror(errno));
+        util_error("shm: epoll_ctl for %s: %s", l->base.addr, strerror(errno));
         goto close_fd;
     }
-    tp_list_add_tail(&ctx->listeners, &l->link);
+    util_list_add_tail(&ctx->listeners, &l->link);
     *listener_out = &l->base;
     return STRATA_OK;
 close_fd:
     if (l->fd >= 0)
         close(l->fd);
 free_l:
-    eng_free(l);
+    util_free(l);
     return st;
 }
 
 void tp_shm_listener_close(tp_listener_t *base)
 {
-    tp_shm_listener_t *l = tp_container_of(base, tp_shm_listener_t, base);
+    tp_shm_listener_t *l = util_container_of(base, tp_shm_listener_t, base);
     tp_shm_ctx_t *ctx = tp_shm_ctx(base->ctx);
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->eps)
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->eps)
     {
-        tp_shm_ep_t *ep = tp_container_of(pos, tp_shm_ep_t, link);
+        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, link);
         if (ep->listener != l)
             continue;
         ep->listener = NULL;
@@ -483,6 +484,6 @@ void tp_shm_listener_close(tp_listener_t *base)
     close(l->fd);
     if (base->addr[0] == '/')
         unlink(base->addr);
-    tp_list_del(&l->link);
-    eng_free(l);
+    util_list_del(&l->link);
+    util_free(l);
 }

@@ -89,8 +89,8 @@ static void tp_shm_pending_free(tp_shm_pending_t *p)
 {
     for (int i = 0; i < p->nfds; i++)
         close(p->fds[i]);
-    tp_list_del(&p->link);
-    eng_free(p);
+    util_list_del(&p->link);
+    util_free(p);
 }
 
 /* Queues the packet when the socket is full; its descriptors are
@@ -104,9 +104,9 @@ void tp_shm_ctl_send(tp_shm_ep_t *ep, uint32_t type, uint64_t key,
     tp_shm_pkt_t pkt = {.type = type, .len = len, .key = key, .size = size};
     if (len)
         memcpy(pkt.payload, payload, len);
-    if (tp_list_empty(&ep->pending) && tp_shm_ctl_try(ep, &pkt, fds, nfds))
+    if (util_list_empty(&ep->pending) && tp_shm_ctl_try(ep, &pkt, fds, nfds))
         return;
-    tp_shm_pending_t *p = eng_calloc(1, sizeof(*p));
+    tp_shm_pending_t *p = util_calloc(1, sizeof(*p));
     if (!p) {
         tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "no memory to queue a packet");
         return;
@@ -114,15 +114,15 @@ void tp_shm_ctl_send(tp_shm_ep_t *ep, uint32_t type, uint64_t key,
     p->pkt = pkt;
     for (; p->nfds < nfds; p->nfds++)
         p->fds[p->nfds] = fcntl(fds[p->nfds], F_DUPFD_CLOEXEC, 0);
-    tp_list_add_tail(&ep->pending, &p->link);
+    util_list_add_tail(&ep->pending, &p->link);
     tp_shm_want_out(ep, true);
 }
 
 void tp_shm_ctl_flush(tp_shm_ep_t *ep)
 {
-    while (!tp_list_empty(&ep->pending) && ep->fd >= 0) {
+    while (!util_list_empty(&ep->pending) && ep->fd >= 0) {
         tp_shm_pending_t *p =
-            tp_container_of(ep->pending.next, tp_shm_pending_t, link);
+            util_container_of(ep->pending.next, tp_shm_pending_t, link);
         if (!tp_shm_ctl_try(ep, &p->pkt, p->fds, p->nfds))
             return;
         tp_shm_pending_free(p);
@@ -132,9 +132,9 @@ void tp_shm_ctl_flush(tp_shm_ep_t *ep)
 
 void tp_shm_ctl_drop(tp_shm_ep_t *ep)
 {
-    while (!tp_list_empty(&ep->pending))
+    while (!util_list_empty(&ep->pending))
         tp_shm_pending_free(
-            tp_container_of(ep->pending.next, tp_shm_pending_t, link));
+            util_container_of(ep->pending.next, tp_shm_pending_t, link));
 }
 
 /* What each packet needs: its state, descriptors and payload bound. */

@@ -21,7 +21,7 @@
 void tp_shm_import(tp_shm_ep_t *ep, uint64_t key, uint64_t len, int fd)
 {
     const char *why = NULL;
-    tp_shm_import_t *imp = eng_calloc(1, sizeof(*imp));
+    tp_shm_import_t *imp = util_calloc(1, sizeof(*imp));
     if (!imp) {
         tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "no memory to map a region");
         return;
@@ -29,25 +29,25 @@ void tp_shm_import(tp_shm_ep_t *ep, uint64_t key, uint64_t len, int fd)
     imp->len = len;
     imp->base = tp_shm_map_fd(fd, len, &imp->map_len, &why);
     if (!imp->base || key == 0) {
-        eng_free(imp);
+        util_free(imp);
         tp_shm_ep_fail(ep, STRATA_ERR_PROTO, "exported %s",
                        why ? why : "region key 0");
         return;
     }
     tp_shm_unimport(ep, key); /* exported again: the new mapping wins */
-    if (tp_keymap_put(&ep->imports, key, imp) != STRATA_OK) {
+    if (util_keymap_put(&ep->imports, key, imp) != STRATA_OK) {
         munmap(imp->base, imp->map_len);
-        eng_free(imp);
+        util_free(imp);
         tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "no memory to map a region");
     }
 }
 
 void tp_shm_unimport(tp_shm_ep_t *ep, uint64_t key)
 {
-    tp_shm_import_t *imp = tp_keymap_del(&ep->imports, key);
+    tp_shm_import_t *imp = util_keymap_del(&ep->imports, key);
     if (imp) {
         munmap(imp->base, imp->map_len);
-        eng_free(imp);
+        util_free(imp);
     }
 }
 
@@ -55,12 +55,12 @@ void tp_shm_unimport_all(tp_shm_ep_t *ep)
 {
     uint64_t key;
     void *val;
-    for (uint32_t i = 0; tp_keymap_next(&ep->imports, &i, &key, &val);) {
+    for (uint32_t i = 0; util_keymap_next(&ep->imports, &i, &key, &val);) {
         tp_shm_import_t *imp = val;
         munmap(imp->base, imp->map_len);
-        eng_free(imp);
+        util_free(imp);
     }
-    tp_keymap_fini(&ep->imports);
+    util_keymap_fini(&ep->imports);
 }
 
 /* ---- posting ---- */
@@ -69,7 +69,8 @@ void tp_shm_ring_bell(tp_shm_ep_t *ep)
 {
     uint64_t one = 1;
     if (write(ep->peer_bell, &one, sizeof(one)) < 0 && errno != EAGAIN)
-        eng_debug("shm: peer %s: doorbell: %s", ep->base.peer, strerror(errno));
+        util_debug("shm: peer %s: doorbell: %s", ep->base.peer,
+                   strerror(errno));
 }
 
 static strata_status_t tp_shm_postable(tp_shm_ep_t *ep, const char *what)
@@ -77,11 +78,11 @@ static strata_status_t tp_shm_postable(tp_shm_ep_t *ep, const char *what)
     if (ep->state == TP_SHM_UP && !ep->leaving)
         return ep->unreported < TP_SHM_DEPTH ? STRATA_OK : STRATA_ERR_AGAIN;
     if (ep->state == TP_SHM_DOWN || ep->leaving) {
-        eng_debug("shm: %s to %s: the endpoint is down", what, ep->base.peer);
+        util_debug("shm: %s to %s: the endpoint is down", what, ep->base.peer);
         return STRATA_ERR_PEER;
     }
-    eng_error("shm: %s to %s before TP_EV_CONNECTED/ACCEPTED", what,
-              ep->base.peer);
+    util_error("shm: %s to %s before TP_EV_CONNECTED/ACCEPTED", what,
+               ep->base.peer);
     return STRATA_ERR_STATE;
 }
 
@@ -91,16 +92,16 @@ static strata_status_t tp_shm_room(tp_shm_ep_t *ep, uint32_t payload_len)
 {
     if (tp_shm_ring_room(&ep->tx, payload_len) ||
         !tp_shm_ring_want_space(&ep->tx, payload_len)) {
-        if (!tp_list_empty(&ep->timed_link)) {
-            tp_list_del(&ep->timed_link);
+        if (!util_list_empty(&ep->timed_link)) {
+            util_list_del(&ep->timed_link);
             ep->deadline_ns = 0;
         }
         return STRATA_OK;
     }
-    if (tp_list_empty(&ep->timed_link)) {
+    if (util_list_empty(&ep->timed_link)) {
         ep->deadline_ns =
-            tp_now_ns() + (uint64_t)ep->ctx->base.timeout_ms * 1000000u;
-        tp_list_add_tail(&ep->ctx->timed, &ep->timed_link);
+            util_now_ns() + (uint64_t)ep->ctx->base.timeout_ms * 1000000u;
+        util_list_add_tail(&ep->ctx->timed, &ep->timed_link);
         tp_shm_timer_update(ep->ctx);
     }
     return STRATA_ERR_AGAIN;
@@ -124,10 +125,10 @@ static void tp_shm_complete(tp_shm_ep_t *ep, tp_event_type_t type, void *op_ctx)
  * (the peer exports before it hands out the descriptor). */
 static tp_shm_import_t *tp_shm_target(tp_shm_ep_t *ep, uint64_t key)
 {
-    tp_shm_import_t *imp = tp_keymap_get(&ep->imports, key);
+    tp_shm_import_t *imp = util_keymap_get(&ep->imports, key);
     if (!imp) {
         tp_shm_ctl_recv(ep);
-        imp = tp_keymap_get(&ep->imports, key);
+        imp = util_keymap_get(&ep->imports, key);
     }
     return imp;
 }
@@ -143,16 +144,16 @@ strata_status_t tp_shm_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
         return st;
     tp_shm_import_t *imp = tp_shm_target(ep, dst->key);
     if (!imp) {
-        eng_error("shm: tp_write to %s: region %#llx was not exported to "
-                  "this endpoint",
-                  base->peer, (unsigned long long)dst->key);
+        util_error("shm: tp_write to %s: region %#llx was not exported to "
+                   "this endpoint",
+                   base->peer, (unsigned long long)dst->key);
         return STRATA_ERR_RANGE;
     }
     if (dst_off > imp->len || len > imp->len - dst_off) {
-        eng_error("shm: tp_write to %s: [%llu, +%zu) is outside region "
-                  "%#llx of %llu bytes",
-                  base->peer, (unsigned long long)dst_off, len,
-                  (unsigned long long)dst->key, (unsigned long long)imp->len);
+        util_error("shm: tp_write to %s: [%llu, +%zu) is outside region "
+                   "%#llx of %llu bytes",
+                   base->peer, (unsigned long long)dst_off, len,
+                   (unsigned long long)dst->key, (unsigned long long)imp->len);
         return STRATA_ERR_RANGE;
     }
     if ((flags & TP_WRITE_IMM) && (st = tp_shm_room(ep, 0)) != STRATA_OK)

@@ -35,7 +35,7 @@ static void tp_shm_free(tp_shm_ctx_t *ctx)
             close(fds[i]);
     tp_evq_fini(&ctx->evq);
     OPENSSL_cleanse(&ctx->secret, sizeof(ctx->secret));
-    eng_free(ctx);
+    util_free(ctx);
 }
 
 static strata_status_t tp_shm_poll_add(tp_shm_ctx_t *ctx, int fd,
@@ -49,7 +49,7 @@ static strata_status_t tp_shm_poll_add(tp_shm_ctx_t *ctx, int fd,
 
 static strata_status_t tp_shm_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
 {
-    tp_shm_ctx_t *ctx = eng_calloc(1, sizeof(*ctx));
+    tp_shm_ctx_t *ctx = util_calloc(1, sizeof(*ctx));
     if (!ctx)
         return STRATA_ERR_NOMEM;
     ctx->epfd = ctx->tfd = ctx->bell = -1;
@@ -59,10 +59,10 @@ static strata_status_t tp_shm_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
     ctx->next_key = 1;
     ctx->timer_kind = TP_SHM_K_TIMER;
     ctx->bell_kind = TP_SHM_K_DOORBELL;
-    tp_list_t *lists[] = {&ctx->mrs, &ctx->listeners, &ctx->eps,
-                          &ctx->graveyard, &ctx->timed};
+    util_list_t *lists[] = {&ctx->mrs, &ctx->listeners, &ctx->eps,
+                            &ctx->graveyard, &ctx->timed};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
-        tp_list_init(lists[i]);
+        util_list_init(lists[i]);
     strata_status_t st = tp_auth_secret_load(cfg, &ctx->secret);
     if (st == STRATA_OK &&
         tp_evq_init(&ctx->evq, TP_SHM_ARRIVALS, TP_SHM_RECV_FIFO) != STRATA_OK)
@@ -77,8 +77,8 @@ static strata_status_t tp_shm_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
     if (ctx->epfd < 0 ||
         tp_shm_poll_add(ctx, ctx->tfd, &ctx->timer_kind) != STRATA_OK ||
         tp_shm_poll_add(ctx, ctx->bell, &ctx->bell_kind) != STRATA_OK) {
-        eng_error("shm: cannot create the epoll set, timer or doorbell: %s",
-                  strerror(errno));
+        util_error("shm: cannot create the epoll set, timer or doorbell: %s",
+                   strerror(errno));
         tp_shm_free(ctx);
         return STRATA_ERR_IO;
     }
@@ -88,28 +88,28 @@ static strata_status_t tp_shm_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
 
 static void tp_shm_mr_free(tp_shm_mr_t *mr)
 {
-    tp_list_del(&mr->link);
+    util_list_del(&mr->link);
     if (mr->fd >= 0) {
         munmap(mr->base.addr, mr->map_len);
         close(mr->fd);
     }
-    eng_free(mr);
+    util_free(mr);
 }
 
 static void tp_shm_close(tp_ctx_t *base)
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
-    tp_list_t *pos, *tmp;
-    while (!tp_list_empty(&ctx->listeners))
+    util_list_t *pos, *tmp;
+    while (!util_list_empty(&ctx->listeners))
         tp_shm_listener_close(
-            &tp_container_of(ctx->listeners.next, tp_shm_listener_t, link)
+            &util_container_of(ctx->listeners.next, tp_shm_listener_t, link)
                  ->base);
-    tp_list_for_each_safe(pos, tmp, &ctx->eps)
-        tp_shm_ep_close(&tp_container_of(pos, tp_shm_ep_t, link)->base);
-    tp_list_for_each_safe(pos, tmp, &ctx->graveyard)
-        tp_shm_ep_free(tp_container_of(pos, tp_shm_ep_t, link));
-    tp_list_for_each_safe(pos, tmp, &ctx->mrs)
-        tp_shm_mr_free(tp_container_of(pos, tp_shm_mr_t, link));
+    util_list_for_each_safe(pos, tmp, &ctx->eps)
+        tp_shm_ep_close(&util_container_of(pos, tp_shm_ep_t, link)->base);
+    util_list_for_each_safe(pos, tmp, &ctx->graveyard)
+        tp_shm_ep_free(util_container_of(pos, tp_shm_ep_t, link));
+    util_list_for_each_safe(pos, tmp, &ctx->mrs)
+        tp_shm_mr_free(util_container_of(pos, tp_shm_mr_t, link));
     tp_shm_free(ctx);
 }
 
@@ -118,13 +118,13 @@ static void tp_shm_close(tp_ctx_t *base)
 static tp_shm_mr_t *tp_shm_mr_new(tp_shm_ctx_t *ctx, void *addr, size_t len,
                                   unsigned access)
 {
-    tp_shm_mr_t *mr = eng_calloc(1, sizeof(*mr));
+    tp_shm_mr_t *mr = util_calloc(1, sizeof(*mr));
     if (!mr)
         return NULL;
     mr->base = (tp_mr_t){&ctx->base, addr, len, access};
     mr->key = ctx->next_key++;
     mr->fd = -1;
-    tp_list_add_tail(&ctx->mrs, &mr->link);
+    util_list_add_tail(&ctx->mrs, &mr->link);
     return mr;
 }
 
@@ -156,8 +156,8 @@ static strata_status_t tp_shm_mem_alloc(tp_ctx_t *ctx, size_t len,
                           ? tp_shm_mr_new(tp_shm_ctx(ctx), addr, len, access)
                           : NULL;
     if (!mr) {
-        eng_error("shm: cannot allocate a shared region of %zu bytes: %s", len,
-                  strerror(errno));
+        util_error("shm: cannot allocate a shared region of %zu bytes: %s", len,
+                   strerror(errno));
         if (addr != MAP_FAILED)
             munmap(addr, map_len);
         if (fd >= 0)
@@ -175,13 +175,13 @@ static strata_status_t tp_shm_mem_alloc(tp_ctx_t *ctx, size_t len,
 /* Revokes the region from every peer it was exported to. */
 static void tp_shm_mr_dereg(tp_mr_t *base)
 {
-    tp_shm_mr_t *mr = tp_container_of(base, tp_shm_mr_t, base);
+    tp_shm_mr_t *mr = util_container_of(base, tp_shm_mr_t, base);
     tp_shm_ctx_t *ctx = tp_shm_ctx(base->ctx);
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->eps)
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->eps)
     {
-        tp_shm_ep_t *ep = tp_container_of(pos, tp_shm_ep_t, link);
-        if (tp_keymap_del(&ep->exports, mr->key) && ep->state == TP_SHM_UP)
+        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, link);
+        if (util_keymap_del(&ep->exports, mr->key) && ep->state == TP_SHM_UP)
             tp_shm_ctl_send(ep, TP_SHM_PKT_UNEXPORT, mr->key, 0, NULL, 0, NULL,
                             0);
     }
@@ -191,16 +191,16 @@ static void tp_shm_mr_dereg(tp_mr_t *base)
 static strata_status_t tp_shm_mr_export(tp_mr_t *base, tp_ep_t *ep_base,
                                         tp_rdesc_t *desc_out)
 {
-    tp_shm_mr_t *mr = tp_container_of(base, tp_shm_mr_t, base);
+    tp_shm_mr_t *mr = util_container_of(base, tp_shm_mr_t, base);
     tp_shm_ep_t *ep = tp_shm_ep(ep_base);
     if (mr->fd < 0) { /* tp_mr_reg() refuses remote access for shm */
-        eng_error("shm: region %p cannot be exported: not from tp_mem_alloc",
-                  base->addr);
+        util_error("shm: region %p cannot be exported: not from tp_mem_alloc",
+                   base->addr);
         return STRATA_ERR_INVALID;
     }
-    if (!tp_keymap_get(&ep->exports, mr->key)) {
-        if (tp_keymap_put(&ep->exports, mr->key, mr) != STRATA_OK) {
-            eng_error("shm: out of memory exporting to %s", ep_base->peer);
+    if (!util_keymap_get(&ep->exports, mr->key)) {
+        if (util_keymap_put(&ep->exports, mr->key, mr) != STRATA_OK) {
+            util_error("shm: out of memory exporting to %s", ep_base->peer);
             return STRATA_ERR_NOMEM;
         }
         /* Before the endpoint is up, tp_shm_setup_recv() sends it. */
@@ -227,21 +227,21 @@ static strata_status_t tp_shm_poll(tp_shm_ctx_t *ctx)
     struct epoll_event evs[TP_SHM_EPOLL_BATCH];
     int n = epoll_wait(ctx->epfd, evs, TP_SHM_EPOLL_BATCH, 0);
     if (n < 0 && errno != EINTR) {
-        eng_error("shm: epoll_wait: %s", strerror(errno));
+        util_error("shm: epoll_wait: %s", strerror(errno));
         return STRATA_ERR_IO;
     }
     for (int i = 0; i < n; i++) {
         tp_shm_kind_t *kind = evs[i].data.ptr;
         uint64_t count;
         if (*kind == TP_SHM_K_LISTENER)
-            tp_shm_accept(tp_container_of(kind, tp_shm_listener_t, kind));
+            tp_shm_accept(util_container_of(kind, tp_shm_listener_t, kind));
         else if (*kind == TP_SHM_K_TIMER)
             tp_shm_expire(ctx);
         else if (*kind == TP_SHM_K_DOORBELL)
             while (read(ctx->bell, &count, sizeof(count)) > 0)
                 ;
         else
-            tp_shm_ep_ready(tp_container_of(kind, tp_shm_ep_t, kind),
+            tp_shm_ep_ready(util_container_of(kind, tp_shm_ep_t, kind),
                             evs[i].events);
     }
     return STRATA_OK;
@@ -265,25 +265,25 @@ static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
                                        int max, int *n_out)
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
-    tp_list_t *pos, *tmp;
+    util_list_t *pos, *tmp;
     tp_evq_begin(&ctx->evq);
-    uint64_t now = tp_now_ns(); /* vDSO: no system call */
+    uint64_t now = util_now_ns(); /* vDSO: no system call */
     if (now >= ctx->next_poll_ns) {
         strata_status_t st = tp_shm_poll(ctx);
         if (st != STRATA_OK)
             return st;
         ctx->next_poll_ns = now + TP_SHM_POLL_NS;
     }
-    tp_list_for_each_safe(pos, tmp, &ctx->eps)
+    util_list_for_each_safe(pos, tmp, &ctx->eps)
     {
-        tp_shm_ep_t *ep = tp_container_of(pos, tp_shm_ep_t, link);
+        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, link);
         if (ep->state == TP_SHM_UP)
             tp_shm_drain(ep);
     }
     *n_out = tp_evq_report(&ctx->evq, events, max, tp_shm_reported, ctx);
-    tp_list_for_each_safe(pos, tmp, &ctx->graveyard)
+    util_list_for_each_safe(pos, tmp, &ctx->graveyard)
     {
-        tp_shm_ep_t *ep = tp_container_of(pos, tp_shm_ep_t, link);
+        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, link);
         if (ep->events == 0)
             tp_shm_ep_free(ep);
     }
@@ -292,20 +292,20 @@ static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
 
 static int tp_shm_wait_fd(const tp_ctx_t *base)
 {
-    return tp_container_of(base, tp_shm_ctx_t, base)->epfd;
+    return util_container_of(base, tp_shm_ctx_t, base)->epfd;
 }
 
 /* Arms every ring's doorbell; anything already there needs a progress. */
 static strata_status_t tp_shm_wait_arm(tp_ctx_t *base)
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
-    if (!tp_evq_empty(&ctx->evq) || !tp_list_empty(&ctx->graveyard))
+    if (!tp_evq_empty(&ctx->evq) || !util_list_empty(&ctx->graveyard))
         return STRATA_ERR_AGAIN;
     ctx->next_poll_ns = 0; /* the next progress polls the sockets */
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->eps)
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->eps)
     {
-        tp_shm_ep_t *ep = tp_container_of(pos, tp_shm_ep_t, link);
+        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, link);
         if (ep->state == TP_SHM_UP &&
             (ep->leaving || !tp_shm_ring_arm(&ep->rx)))
             return STRATA_ERR_AGAIN;

@@ -68,7 +68,7 @@ typedef struct tp_shm_pkt {
 
 /* A packet that could not be sent yet (the socket's queue was full). */
 typedef struct tp_shm_pending {
-    tp_list_t link;
+    util_list_t link;
     tp_shm_pkt_t pkt;
     int fds[2];
     int nfds;
@@ -82,7 +82,7 @@ typedef struct tp_shm_mr {
     uint64_t key;
     int fd;         /* the memfd, or -1 for tp_mr_reg() memory */
     size_t map_len; /* bytes mapped (len rounded up to pages) */
-    tp_list_t link;
+    util_list_t link;
 } tp_shm_mr_t;
 
 /* A region of the peer's, mapped here. */
@@ -105,8 +105,8 @@ typedef struct tp_shm_ep {
     tp_auth_t auth;
     int auth_received;
     bool setup_sent, setup_got;
-    tp_keymap_t exports; /* key -> tp_shm_mr_t we granted the peer */
-    tp_keymap_t imports; /* key -> tp_shm_import_t the peer granted us */
+    util_keymap_t exports; /* key -> tp_shm_mr_t we granted the peer */
+    util_keymap_t imports; /* key -> tp_shm_import_t the peer granted us */
     void *rx_map, *tx_map;
     tp_shm_ring_t rx;     /* ours: the peer produces, we consume */
     tp_shm_ring_t tx;     /* the peer's: we produce */
@@ -114,16 +114,16 @@ typedef struct tp_shm_ep {
     uint32_t unreported;  /* completions queued, not reported yet */
     strata_status_t gone; /* the peer left: DISCONNECTED once drained */
     bool leaving;
-    tp_list_t pending;    /* tp_shm_pending_t */
-    tp_list_t link;       /* ctx->eps, or ctx->graveyard once closed */
-    tp_list_t timed_link; /* ctx->timed: has a deadline */
+    util_list_t pending;    /* tp_shm_pending_t */
+    util_list_t link;       /* ctx->eps, or ctx->graveyard once closed */
+    util_list_t timed_link; /* ctx->timed: has a deadline */
 } tp_shm_ep_t;
 
 struct tp_shm_listener {
     tp_listener_t base;
     tp_shm_kind_t kind;
     int fd;
-    tp_list_t link;
+    util_list_t link;
 };
 
 struct tp_shm_ctx {
@@ -136,17 +136,17 @@ struct tp_shm_ctx {
     tp_evq_t evq;
     uint64_t next_key;
     uint64_t next_poll_ns; /* when progress polls the sockets again */
-    tp_list_t mrs, listeners, eps, graveyard, timed;
+    util_list_t mrs, listeners, eps, graveyard, timed;
 };
 
 static inline tp_shm_ctx_t *tp_shm_ctx(tp_ctx_t *ctx)
 {
-    return tp_container_of(ctx, tp_shm_ctx_t, base);
+    return util_container_of(ctx, tp_shm_ctx_t, base);
 }
 
 static inline tp_shm_ep_t *tp_shm_ep(tp_ep_t *ep)
 {
-    return tp_container_of(ep, tp_shm_ep_t, base);
+    return util_container_of(ep, tp_shm_ep_t, base);
 }
 
 /* conn.c */

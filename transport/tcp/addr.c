@@ -40,7 +40,7 @@ strata_status_t tp_tcp_resolve(const char *addr, bool passive,
     char host[256];
     const char *port;
     if (!tp_tcp_split(addr, host, sizeof(host), &port)) {
-        eng_error("tcp: address '%s' is not host:port", addr);
+        util_error("tcp: address '%s' is not host:port", addr);
         return STRATA_ERR_INVALID;
     }
     struct addrinfo hints = {
@@ -51,7 +51,7 @@ strata_status_t tp_tcp_resolve(const char *addr, bool passive,
     struct addrinfo *res = NULL;
     int rc = getaddrinfo(*host ? host : NULL, port, &hints, &res);
     if (rc != 0) {
-        eng_error("tcp: cannot resolve '%s': %s", addr, gai_strerror(rc));
+        util_error("tcp: cannot resolve '%s': %s", addr, gai_strerror(rc));
         return STRATA_ERR_INVALID;
     }
     memcpy(ss_out, res->ai_addr, res->ai_addrlen);
@@ -113,7 +113,7 @@ strata_status_t tp_tcp_listen_addr(int fd, char *buf, size_t len)
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-        eng_error("tcp: getsockname of a listener: %s", strerror(errno));
+        util_error("tcp: getsockname of a listener: %s", strerror(errno));
         return STRATA_ERR_IO;
     }
     if (tp_tcp_is_wildcard(&ss)) {
@@ -140,8 +140,8 @@ static void tp_tcp_setopt(int fd, int level, int name, int value,
                           const char *what, const char *peer)
 {
     if (setsockopt(fd, level, name, &value, sizeof(value)) != 0)
-        eng_warn("tcp: peer %s: cannot set %s=%d: %s", peer, what, value,
-                 strerror(errno));
+        util_warn("tcp: peer %s: cannot set %s=%d: %s", peer, what, value,
+                  strerror(errno));
 }
 
 /* No Nagle delay for small frames. A peer that stops acknowledging (dead

@@ -20,15 +20,15 @@
 static void tp_tcp_timer_update(tp_tcp_ctx_t *ctx)
 {
     uint64_t first = 0;
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->handshakes)
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->handshakes)
     {
-        tp_tcp_ep_t *ep = tp_container_of(pos, tp_tcp_ep_t, hs_link);
+        tp_tcp_ep_t *ep = util_container_of(pos, tp_tcp_ep_t, hs_link);
         if (!first || ep->deadline_ns < first)
             first = ep->deadline_ns;
     }
-    if (tp_timer_arm(ctx->tfd, first) != 0)
-        eng_warn("tcp: cannot arm the handshake timer: %s", strerror(errno));
+    if (util_timer_arm(ctx->tfd, first) != 0)
+        util_warn("tcp: cannot arm the handshake timer: %s", strerror(errno));
 }
 
 void tp_tcp_expire(tp_tcp_ctx_t *ctx)
@@ -36,11 +36,11 @@ void tp_tcp_expire(tp_tcp_ctx_t *ctx)
     uint64_t ticks;
     while (read(ctx->tfd, &ticks, sizeof(ticks)) > 0)
         ;
-    uint64_t now = tp_now_ns();
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->handshakes)
+    uint64_t now = util_now_ns();
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->handshakes)
     {
-        tp_tcp_ep_t *ep = tp_container_of(pos, tp_tcp_ep_t, hs_link);
+        tp_tcp_ep_t *ep = util_container_of(pos, tp_tcp_ep_t, hs_link);
         if (ep->deadline_ns <= now)
             tp_tcp_ep_fail(ep, STRATA_ERR_TIMEOUT,
                            "no authenticated connection within "
@@ -65,32 +65,32 @@ tp_evq_item_t *tp_tcp_ep_event(tp_tcp_ep_t *ep, tp_event_type_t type,
 
 void tp_tcp_ep_free(tp_tcp_ep_t *ep)
 {
-    tp_list_del(&ep->link);
-    tp_keymap_fini(&ep->grants);
+    util_list_del(&ep->link);
+    util_keymap_fini(&ep->grants);
     tp_evq_unreserve(&ep->ctx->evq, TP_TCP_SQ_DEPTH + 2);
-    eng_free(ep->sq);
-    eng_free(ep->msgs.buf);
-    eng_free(ep->rx.stage);
-    eng_free(ep);
+    util_free(ep->sq);
+    util_free(ep->msgs.buf);
+    util_free(ep->rx.stage);
+    util_free(ep);
 }
 
 static tp_tcp_ep_t *tp_tcp_ep_alloc(tp_tcp_ctx_t *ctx)
 {
-    tp_tcp_ep_t *ep = eng_calloc(1, sizeof(*ep));
+    tp_tcp_ep_t *ep = util_calloc(1, sizeof(*ep));
     if (!ep)
         return NULL;
-    ep->sq = eng_calloc(TP_TCP_SQ_DEPTH, sizeof(*ep->sq));
-    ep->msgs.buf = eng_malloc(TP_TCP_MSG_FIFO);
+    ep->sq = util_calloc(TP_TCP_SQ_DEPTH, sizeof(*ep->sq));
+    ep->msgs.buf = util_malloc(TP_TCP_MSG_FIFO);
     ep->msgs.cap = TP_TCP_MSG_FIFO;
-    ep->rx.stage = eng_malloc(TP_TCP_RX_STAGE);
+    ep->rx.stage = util_malloc(TP_TCP_RX_STAGE);
     ep->ctx = ctx;
-    tp_list_init(&ep->link);
+    util_list_init(&ep->link);
     if (!ep->sq || !ep->msgs.buf || !ep->rx.stage ||
         tp_evq_reserve(&ctx->evq, TP_TCP_SQ_DEPTH + 2) != STRATA_OK) {
-        eng_free(ep->sq);
-        eng_free(ep->msgs.buf);
-        eng_free(ep->rx.stage);
-        eng_free(ep);
+        util_free(ep->sq);
+        util_free(ep->msgs.buf);
+        util_free(ep->rx.stage);
+        util_free(ep);
         return NULL;
     }
     return ep;
@@ -102,7 +102,7 @@ static tp_tcp_ep_t *tp_tcp_ep_new(tp_tcp_ctx_t *ctx, int fd, bool server,
 {
     tp_tcp_ep_t *ep = tp_tcp_ep_alloc(ctx);
     if (!ep) {
-        eng_error("tcp: out of memory for an endpoint to %s", peer);
+        util_error("tcp: out of memory for an endpoint to %s", peer);
         return NULL;
     }
     ep->base.ctx = &ctx->base;
@@ -113,22 +113,22 @@ static tp_tcp_ep_t *tp_tcp_ep_new(tp_tcp_ctx_t *ctx, int fd, bool server,
     ep->state = server ? TP_TCP_AUTH_WAIT : TP_TCP_CONNECTING;
     tp_auth_init(&ep->auth, &ctx->secret,
                  server ? TP_AUTH_SERVER : TP_AUTH_CLIENT);
-    tp_keymap_init(&ep->grants);
-    tp_list_init(&ep->hs_link);
-    tp_list_init(&ep->tx_link);
-    tp_list_init(&ep->rx_link);
+    util_keymap_init(&ep->grants);
+    util_list_init(&ep->hs_link);
+    util_list_init(&ep->tx_link);
+    util_list_init(&ep->rx_link);
     struct epoll_event ev = {
         .events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
         .data.ptr = &ep->kind,
     };
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        eng_error("tcp: peer %s: epoll_ctl: %s", peer, strerror(errno));
+        util_error("tcp: peer %s: epoll_ctl: %s", peer, strerror(errno));
         tp_tcp_ep_free(ep);
         return NULL;
     }
-    tp_list_add_tail(&ctx->eps, &ep->link);
-    ep->deadline_ns = tp_now_ns() + (uint64_t)ctx->base.timeout_ms * 1000000u;
-    tp_list_add_tail(&ctx->handshakes, &ep->hs_link);
+    util_list_add_tail(&ctx->eps, &ep->link);
+    ep->deadline_ns = util_now_ns() + (uint64_t)ctx->base.timeout_ms * 1000000u;
+    util_list_add_tail(&ctx->handshakes, &ep->hs_link);
     tp_tcp_timer_update(ctx);
     return ep;
 }
@@ -145,12 +145,12 @@ static void tp_tcp_ep_unpoll(tp_tcp_ep_t *ep)
 /* Shared by failure and close: the socket goes, nothing is pending. */
 static void tp_tcp_ep_down(tp_tcp_ep_t *ep, strata_status_t op_status)
 {
-    bool handshaking = !tp_list_empty(&ep->hs_link);
+    bool handshaking = !util_list_empty(&ep->hs_link);
     ep->state = TP_TCP_DOWN;
     tp_tcp_ep_unpoll(ep);
-    tp_list_del(&ep->hs_link);
-    tp_list_del(&ep->tx_link);
-    tp_list_del(&ep->rx_link);
+    util_list_del(&ep->hs_link);
+    util_list_del(&ep->tx_link);
+    util_list_del(&ep->rx_link);
     if (handshaking)
         tp_tcp_timer_update(ep->ctx);
     tp_tcp_cancel_ops(ep, op_status);
@@ -164,8 +164,8 @@ static void tp_tcp_ep_down(tp_tcp_ep_t *ep, strata_status_t op_status)
 static void tp_tcp_ep_bury(tp_tcp_ep_t *ep)
 {
     ep->closed = true;
-    tp_list_del(&ep->link);
-    tp_list_add_tail(&ep->ctx->graveyard, &ep->link);
+    util_list_del(&ep->link);
+    util_list_add_tail(&ep->ctx->graveyard, &ep->link);
 }
 
 void tp_tcp_ep_fail(tp_tcp_ep_t *ep, strata_status_t status, const char *fmt,
@@ -179,9 +179,9 @@ void tp_tcp_ep_fail(tp_tcp_ep_t *ep, strata_status_t status, const char *fmt,
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
     if (status == STRATA_OK)
-        eng_info("tcp: peer %s: %s", ep->base.peer, why);
+        util_info("tcp: peer %s: %s", ep->base.peer, why);
     else
-        eng_error("tcp: peer %s: %s", ep->base.peer, why);
+        util_error("tcp: peer %s: %s", ep->base.peer, why);
     tp_tcp_state_t was = ep->state;
     tp_tcp_ep_down(ep, status == STRATA_OK ? STRATA_ERR_PEER : status);
     if (was == TP_TCP_UP)
@@ -205,7 +205,7 @@ void tp_tcp_ep_close(tp_ep_t *base)
         uint8_t bye[TP_TCP_HDR_LEN];
         tp_tcp_hdr_encode(&(tp_tcp_hdr_t){.type = TP_TCP_BYE}, bye);
         if (send(ep->fd, bye, sizeof(bye), MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
-            eng_debug("tcp: peer %s: no room to say goodbye", base->peer);
+            util_debug("tcp: peer %s: no room to say goodbye", base->peer);
     }
     tp_tcp_ep_down(ep, STRATA_ERR_CANCELED);
     tp_evq_drop_ep(&ep->ctx->evq, base);
@@ -219,9 +219,9 @@ void tp_tcp_ep_close(tp_ep_t *base)
 static void tp_tcp_up(tp_tcp_ep_t *ep)
 {
     ep->state = TP_TCP_UP;
-    tp_list_del(&ep->hs_link);
+    util_list_del(&ep->hs_link);
     tp_tcp_timer_update(ep->ctx);
-    eng_debug("tcp: peer %s authenticated", ep->base.peer);
+    util_debug("tcp: peer %s authenticated", ep->base.peer);
     tp_evq_item_t *it = tp_tcp_ep_event(
         ep, ep->server ? TP_EV_ACCEPTED : TP_EV_CONNECTED, STRATA_OK);
     if (ep->server)
@@ -284,7 +284,7 @@ void tp_tcp_connected(tp_tcp_ep_t *ep)
     }
     ep->state = TP_TCP_AUTH_WAIT;
     ep->rx.ready = true;
-    tp_list_ensure(&ep->ctx->rx_ready, &ep->rx_link);
+    util_list_ensure(&ep->ctx->rx_ready, &ep->rx_link);
     tp_tcp_auth_step(ep, NULL, 0, 0);
 }
 
@@ -300,7 +300,7 @@ strata_status_t tp_tcp_connect(tp_ctx_t *base, const char *addr,
     int fd =
         socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        eng_error("tcp: socket for %s: %s", addr, strerror(errno));
+        util_error("tcp: socket for %s: %s", addr, strerror(errno));
         return STRATA_ERR_IO;
     }
     tp_tcp_sockopts(fd, base->timeout_ms, addr);
@@ -332,8 +332,8 @@ void tp_tcp_accept(tp_tcp_listener_t *l)
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
             if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                eng_warn("tcp: accept on %s: %s", l->base.addr,
-                         strerror(errno));
+                util_warn("tcp: accept on %s: %s", l->base.addr,
+                          strerror(errno));
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
             return;
@@ -348,7 +348,7 @@ void tp_tcp_accept(tp_tcp_listener_t *l)
         }
         ep->listener = l;
         ep->rx.ready = true;
-        tp_list_ensure(&ctx->rx_ready, &ep->rx_link);
+        util_list_ensure(&ctx->rx_ready, &ep->rx_link);
     }
 }
 
@@ -362,7 +362,7 @@ strata_status_t tp_tcp_listen(tp_ctx_t *base, const char *bind_addr,
     strata_status_t st = tp_tcp_resolve(where, true, &ss, &sl);
     if (st != STRATA_OK)
         return st;
-    tp_tcp_listener_t *l = eng_calloc(1, sizeof(*l));
+    tp_tcp_listener_t *l = util_calloc(1, sizeof(*l));
     if (!l)
         return STRATA_ERR_NOMEM;
     int one = 1;
@@ -371,7 +371,7 @@ strata_status_t tp_tcp_listen(tp_ctx_t *base, const char *bind_addr,
         setsockopt(l->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
         bind(l->fd, (struct sockaddr *)&ss, sl) != 0 ||
         listen(l->fd, SOMAXCONN) != 0) {
-        eng_error("tcp: cannot listen on %s: %s", where, strerror(errno));
+        util_error("tcp: cannot listen on %s: %s", where, strerror(errno));
         st = STRATA_ERR_IO;
         goto close_fd;
     }
@@ -381,28 +381,29 @@ strata_status_t tp_tcp_listen(tp_ctx_t *base, const char *bind_addr,
     l->kind = TP_TCP_K_LISTENER;
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &l->kind};
     if (epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, l->fd, &ev) != 0) {
-        eng_error("tcp: epoll_ctl for listener %s: %s", where, strerror(errno));
+        util_error("tcp: epoll_ctl for listener %s: %s", where,
+                   strerror(errno));
         st = STRATA_ERR_IO;
         goto close_fd;
     }
-    tp_list_add_tail(&ctx->listeners, &l->link);
+    util_list_add_tail(&ctx->listeners, &l->link);
     *listener_out = &l->base;
     return STRATA_OK;
 close_fd:
     if (l->fd >= 0)
         close(l->fd);
-    eng_free(l);
+    util_free(l);
     return st;
 }
 
 void tp_tcp_listener_close(tp_listener_t *base)
 {
-    tp_tcp_listener_t *l = tp_container_of(base, tp_tcp_listener_t, base);
+    tp_tcp_listener_t *l = util_container_of(base, tp_tcp_listener_t, base);
     tp_tcp_ctx_t *ctx = tp_tcp_ctx(base->ctx);
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->eps)
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->eps)
     {
-        tp_tcp_ep_t *ep = tp_container_of(pos, tp_tcp_ep_t, link);
+        tp_tcp_ep_t *ep = util_container_of(pos, tp_tcp_ep_t, link);
         if (ep->listener != l)
             continue;
         ep->listener = NULL;
@@ -414,6 +415,6 @@ void tp_tcp_listener_close(tp_listener_t *base)
     tp_evq_forget_listener(&ctx->evq, base);
     epoll_ctl(ctx->epfd, EPOLL_CTL_DEL, l->fd, NULL);
     close(l->fd);
-    tp_list_del(&l->link);
-    eng_free(l);
+    util_list_del(&l->link);
+    util_free(l);
 }

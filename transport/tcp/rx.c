@@ -149,7 +149,7 @@ static tp_tcp_rx_result_t tp_tcp_write_begin(tp_tcp_ep_t *ep)
     tp_tcp_rx_t *rx = &ep->rx;
     const tp_tcp_hdr_t *h = &rx->hdr;
     char why[TP_TCP_REFUSE_MAX];
-    tp_tcp_mr_t *mr = tp_keymap_get(&ep->grants, h->key);
+    tp_tcp_mr_t *mr = util_keymap_get(&ep->grants, h->key);
     if (!mr) {
         snprintf(why, sizeof(why),
                  "write of %u bytes to region %#llx, which is not exported "
@@ -259,5 +259,5 @@ void tp_tcp_rx(tp_tcp_ep_t *ep)
     /* Idle: the next byte brings an edge. Dead: off every list already.
      * Out of budget, or stalled for room: stay and retry next time. */
     if (r == TP_TCP_RX_IDLE)
-        tp_list_del(&ep->rx_link);
+        util_list_del(&ep->rx_link);
 }

@@ -29,12 +29,12 @@ static void tp_tcp_free(tp_tcp_ctx_t *ctx)
         close(ctx->tfd);
     tp_evq_fini(&ctx->evq);
     OPENSSL_cleanse(&ctx->secret, sizeof(ctx->secret));
-    eng_free(ctx);
+    util_free(ctx);
 }
 
 static strata_status_t tp_tcp_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
 {
-    tp_tcp_ctx_t *ctx = eng_calloc(1, sizeof(*ctx));
+    tp_tcp_ctx_t *ctx = util_calloc(1, sizeof(*ctx));
     if (!ctx)
         return STRATA_ERR_NOMEM;
     ctx->epfd = ctx->tfd = -1;
@@ -44,11 +44,11 @@ static strata_status_t tp_tcp_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
     ctx->crc = eng_config_int(cfg, ENG_CFG_TCP_CRC) != 0;
     ctx->next_key = 1;
     ctx->timer_kind = TP_TCP_K_TIMER;
-    tp_list_t *lists[] = {&ctx->mrs,       &ctx->listeners,  &ctx->eps,
-                          &ctx->graveyard, &ctx->handshakes, &ctx->tx_ready,
-                          &ctx->rx_ready};
+    util_list_t *lists[] = {&ctx->mrs,       &ctx->listeners,  &ctx->eps,
+                            &ctx->graveyard, &ctx->handshakes, &ctx->tx_ready,
+                            &ctx->rx_ready};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
-        tp_list_init(lists[i]);
+        util_list_init(lists[i]);
     strata_status_t st = tp_auth_secret_load(cfg, &ctx->secret);
     if (st != STRATA_OK) {
         tp_tcp_free(ctx);
@@ -64,8 +64,8 @@ static strata_status_t tp_tcp_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ctx->timer_kind};
     if (ctx->epfd < 0 || ctx->tfd < 0 ||
         epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->tfd, &ev) != 0) {
-        eng_error("tcp: cannot create the epoll set or timer: %s",
-                  strerror(errno));
+        util_error("tcp: cannot create the epoll set or timer: %s",
+                   strerror(errno));
         tp_tcp_free(ctx);
         return STRATA_ERR_IO;
     }
@@ -75,28 +75,28 @@ static strata_status_t tp_tcp_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
 
 static void tp_tcp_mr_free(tp_tcp_mr_t *mr)
 {
-    tp_list_del(&mr->link);
+    util_list_del(&mr->link);
     if (mr->owned)
-        eng_free(mr->base.addr);
-    eng_free(mr);
+        util_free(mr->base.addr);
+    util_free(mr);
 }
 
 static void tp_tcp_close(tp_ctx_t *base)
 {
     tp_tcp_ctx_t *ctx = tp_tcp_ctx(base);
-    tp_list_t *pos, *tmp;
-    while (!tp_list_empty(&ctx->listeners))
+    util_list_t *pos, *tmp;
+    while (!util_list_empty(&ctx->listeners))
         tp_tcp_listener_close(
-            &tp_container_of(ctx->listeners.next, tp_tcp_listener_t, link)
+            &util_container_of(ctx->listeners.next, tp_tcp_listener_t, link)
                  ->base);
     /* As tp_ep_close() each (peers learn it was on purpose), then free
      * what waited for its events to be reported. */
-    tp_list_for_each_safe(pos, tmp, &ctx->eps)
-        tp_tcp_ep_close(&tp_container_of(pos, tp_tcp_ep_t, link)->base);
-    tp_list_for_each_safe(pos, tmp, &ctx->graveyard)
-        tp_tcp_ep_free(tp_container_of(pos, tp_tcp_ep_t, link));
-    tp_list_for_each_safe(pos, tmp, &ctx->mrs)
-        tp_tcp_mr_free(tp_container_of(pos, tp_tcp_mr_t, link));
+    util_list_for_each_safe(pos, tmp, &ctx->eps)
+        tp_tcp_ep_close(&util_container_of(pos, tp_tcp_ep_t, link)->base);
+    util_list_for_each_safe(pos, tmp, &ctx->graveyard)
+        tp_tcp_ep_free(util_container_of(pos, tp_tcp_ep_t, link));
+    util_list_for_each_safe(pos, tmp, &ctx->mrs)
+        tp_tcp_mr_free(util_container_of(pos, tp_tcp_mr_t, link));
     tp_tcp_free(ctx);
 }
 
@@ -105,12 +105,12 @@ static void tp_tcp_close(tp_ctx_t *base)
 static tp_tcp_mr_t *tp_tcp_mr_new(tp_tcp_ctx_t *ctx, void *addr, size_t len,
                                   unsigned access)
 {
-    tp_tcp_mr_t *mr = eng_calloc(1, sizeof(*mr));
+    tp_tcp_mr_t *mr = util_calloc(1, sizeof(*mr));
     if (!mr)
         return NULL;
     mr->base = (tp_mr_t){&ctx->base, addr, len, access};
     mr->key = ctx->next_key++;
-    tp_list_add_tail(&ctx->mrs, &mr->link);
+    util_list_add_tail(&ctx->mrs, &mr->link);
     return mr;
 }
 
@@ -128,12 +128,12 @@ static strata_status_t tp_tcp_mem_alloc(tp_ctx_t *ctx, size_t len,
                                         unsigned access, void **addr_out,
                                         tp_mr_t **mr_out)
 {
-    void *addr = eng_aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
+    void *addr = util_aligned_alloc(4096, (len + 4095) & ~(size_t)4095);
     tp_tcp_mr_t *mr =
         addr ? tp_tcp_mr_new(tp_tcp_ctx(ctx), addr, len, access) : NULL;
     if (!mr) {
-        eng_error("tcp: cannot allocate a region of %zu bytes", len);
-        eng_free(addr);
+        util_error("tcp: cannot allocate a region of %zu bytes", len);
+        util_free(addr);
         return STRATA_ERR_NOMEM;
     }
     mr->owned = true;
@@ -146,13 +146,13 @@ static strata_status_t tp_tcp_mem_alloc(tp_ctx_t *ctx, size_t len,
  * land in freed memory, so that connection fails first. */
 static void tp_tcp_mr_dereg(tp_mr_t *base)
 {
-    tp_tcp_mr_t *mr = tp_container_of(base, tp_tcp_mr_t, base);
+    tp_tcp_mr_t *mr = util_container_of(base, tp_tcp_mr_t, base);
     tp_tcp_ctx_t *ctx = tp_tcp_ctx(base->ctx);
-    tp_list_t *pos, *tmp;
-    tp_list_for_each_safe(pos, tmp, &ctx->eps)
+    util_list_t *pos, *tmp;
+    util_list_for_each_safe(pos, tmp, &ctx->eps)
     {
-        tp_tcp_ep_t *ep = tp_container_of(pos, tp_tcp_ep_t, link);
-        tp_keymap_del(&ep->grants, mr->key);
+        tp_tcp_ep_t *ep = util_container_of(pos, tp_tcp_ep_t, link);
+        util_keymap_del(&ep->grants, mr->key);
         if (ep->rx.in_payload && ep->rx.hdr.key == mr->key)
             tp_tcp_ep_fail(ep, STRATA_ERR_STATE,
                            "region %#llx deregistered while the peer's write "
@@ -165,10 +165,11 @@ static void tp_tcp_mr_dereg(tp_mr_t *base)
 static strata_status_t tp_tcp_mr_export(tp_mr_t *base, tp_ep_t *ep_base,
                                         tp_rdesc_t *desc_out)
 {
-    tp_tcp_mr_t *mr = tp_container_of(base, tp_tcp_mr_t, base);
+    tp_tcp_mr_t *mr = util_container_of(base, tp_tcp_mr_t, base);
     tp_tcp_ep_t *ep = tp_tcp_ep(ep_base);
-    if (tp_keymap_put(&ep->grants, mr->key, mr) != STRATA_OK) {
-        eng_error("tcp: out of memory exporting a region to %s", ep_base->peer);
+    if (util_keymap_put(&ep->grants, mr->key, mr) != STRATA_OK) {
+        util_error("tcp: out of memory exporting a region to %s",
+                   ep_base->peer);
         return STRATA_ERR_NOMEM;
     }
     *desc_out = (tp_rdesc_t){.addr = 0, .len = base->len, .key = mr->key};
@@ -188,12 +189,12 @@ static void tp_tcp_ep_ready(tp_tcp_ep_t *ep, uint32_t events)
     }
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         ep->rx.ready = true;
-        tp_list_ensure(&ep->ctx->rx_ready, &ep->rx_link);
+        util_list_ensure(&ep->ctx->rx_ready, &ep->rx_link);
     }
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
         ep->tx_blocked = false;
         if (ep->sq_send != ep->sq_head)
-            tp_list_ensure(&ep->ctx->tx_ready, &ep->tx_link);
+            util_list_ensure(&ep->ctx->tx_ready, &ep->tx_link);
     }
 }
 
@@ -202,17 +203,17 @@ static strata_status_t tp_tcp_poll(tp_tcp_ctx_t *ctx)
     struct epoll_event evs[TP_TCP_EPOLL_BATCH];
     int n = epoll_wait(ctx->epfd, evs, TP_TCP_EPOLL_BATCH, 0);
     if (n < 0 && errno != EINTR) {
-        eng_error("tcp: epoll_wait: %s", strerror(errno));
+        util_error("tcp: epoll_wait: %s", strerror(errno));
         return STRATA_ERR_IO;
     }
     for (int i = 0; i < n; i++) {
         tp_tcp_kind_t *kind = evs[i].data.ptr;
         if (*kind == TP_TCP_K_LISTENER)
-            tp_tcp_accept(tp_container_of(kind, tp_tcp_listener_t, kind));
+            tp_tcp_accept(util_container_of(kind, tp_tcp_listener_t, kind));
         else if (*kind == TP_TCP_K_TIMER)
             tp_tcp_expire(ctx);
         else
-            tp_tcp_ep_ready(tp_container_of(kind, tp_tcp_ep_t, kind),
+            tp_tcp_ep_ready(util_container_of(kind, tp_tcp_ep_t, kind),
                             evs[i].events);
     }
     return STRATA_OK;
@@ -233,20 +234,20 @@ static strata_status_t tp_tcp_progress(tp_ctx_t *base, tp_event_t *events,
                                        int max, int *n_out)
 {
     tp_tcp_ctx_t *ctx = tp_tcp_ctx(base);
-    tp_list_t *pos, *tmp;
+    util_list_t *pos, *tmp;
     tp_evq_begin(&ctx->evq);
     strata_status_t st = tp_tcp_poll(ctx);
     if (st != STRATA_OK)
         return st;
-    tp_list_for_each_safe(pos, tmp, &ctx->rx_ready)
-        tp_tcp_rx(tp_container_of(pos, tp_tcp_ep_t, rx_link));
-    tp_list_for_each_safe(pos, tmp, &ctx->tx_ready)
-        tp_tcp_flush(tp_container_of(pos, tp_tcp_ep_t, tx_link));
+    util_list_for_each_safe(pos, tmp, &ctx->rx_ready)
+        tp_tcp_rx(util_container_of(pos, tp_tcp_ep_t, rx_link));
+    util_list_for_each_safe(pos, tmp, &ctx->tx_ready)
+        tp_tcp_flush(util_container_of(pos, tp_tcp_ep_t, tx_link));
     *n_out = tp_evq_report(&ctx->evq, events, max, tp_tcp_reported, ctx);
     /* Endpoints that failed their handshake were never the user's. */
-    tp_list_for_each_safe(pos, tmp, &ctx->graveyard)
+    util_list_for_each_safe(pos, tmp, &ctx->graveyard)
     {
-        tp_tcp_ep_t *ep = tp_container_of(pos, tp_tcp_ep_t, link);
+        tp_tcp_ep_t *ep = util_container_of(pos, tp_tcp_ep_t, link);
         if (ep->events == 0)
             tp_tcp_ep_free(ep);
     }
@@ -255,7 +256,7 @@ static strata_status_t tp_tcp_progress(tp_ctx_t *base, tp_event_t *events,
 
 static int tp_tcp_wait_fd(const tp_ctx_t *base)
 {
-    return tp_container_of(base, tp_tcp_ctx_t, base)->epfd;
+    return util_container_of(base, tp_tcp_ctx_t, base)->epfd;
 }
 
 /* Edge-triggered readiness is remembered on the lists, so anything on them
@@ -263,8 +264,8 @@ static int tp_tcp_wait_fd(const tp_ctx_t *base)
 static strata_status_t tp_tcp_wait_arm(tp_ctx_t *base)
 {
     tp_tcp_ctx_t *ctx = tp_tcp_ctx(base);
-    if (!tp_evq_empty(&ctx->evq) || !tp_list_empty(&ctx->rx_ready) ||
-        !tp_list_empty(&ctx->tx_ready) || !tp_list_empty(&ctx->graveyard))
+    if (!tp_evq_empty(&ctx->evq) || !util_list_empty(&ctx->rx_ready) ||
+        !util_list_empty(&ctx->tx_ready) || !util_list_empty(&ctx->graveyard))
         return STRATA_ERR_AGAIN;
     return STRATA_OK;
 }

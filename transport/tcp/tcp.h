@@ -56,7 +56,7 @@ typedef struct tp_tcp_mr {
     tp_mr_t base;
     uint64_t key;
     bool owned; /* from tp_mem_alloc(): freed at dereg */
-    tp_list_t link;
+    util_list_t link;
 } tp_tcp_mr_t;
 
 /* One queued frame: the encoded header and where its payload is. */
@@ -95,8 +95,8 @@ typedef struct tp_tcp_ep {
     tp_tcp_listener_t *listener;
     uint64_t deadline_ns; /* of the handshake */
     tp_auth_t auth;
-    int auth_received;  /* auth messages received */
-    tp_keymap_t grants; /* region key -> tp_tcp_mr_t exported to the peer */
+    int auth_received;    /* auth messages received */
+    util_keymap_t grants; /* region key -> tp_tcp_mr_t exported to the peer */
 
     tp_tcp_op_t *sq;
     uint32_t sq_head; /* next op to post */
@@ -104,21 +104,21 @@ typedef struct tp_tcp_ep {
     uint32_t sq_tail; /* oldest op not released */
     uint64_t sq_off;  /* bytes of op sq_send already sent */
     bool tx_blocked;  /* the socket buffer is full: wait for EPOLLOUT */
-    tp_bfifo_t msgs;
+    util_bfifo_t msgs;
 
     tp_tcp_rx_t rx;
 
-    tp_list_t link;    /* ctx->eps, or ctx->graveyard once closed */
-    tp_list_t hs_link; /* ctx->handshakes */
-    tp_list_t tx_link; /* ctx->tx_ready */
-    tp_list_t rx_link; /* ctx->rx_ready */
+    util_list_t link;    /* ctx->eps, or ctx->graveyard once closed */
+    util_list_t hs_link; /* ctx->handshakes */
+    util_list_t tx_link; /* ctx->tx_ready */
+    util_list_t rx_link; /* ctx->rx_ready */
 } tp_tcp_ep_t;
 
 struct tp_tcp_listener {
     tp_listener_t base;
     tp_tcp_kind_t kind;
     int fd;
-    tp_list_t link;
+    util_list_t link;
 };
 
 struct tp_tcp_ctx {
@@ -130,22 +130,22 @@ struct tp_tcp_ctx {
     tp_auth_secret_t secret;
     tp_evq_t evq;
     uint64_t next_key;
-    tp_list_t mrs, listeners;
-    tp_list_t eps;        /* open endpoints */
-    tp_list_t graveyard;  /* closed, waiting for their events to be reported */
-    tp_list_t handshakes; /* connecting or authenticating */
-    tp_list_t tx_ready;   /* queued frames and a socket that takes them */
-    tp_list_t rx_ready;   /* bytes in the socket or the staging buffer */
+    util_list_t mrs, listeners;
+    util_list_t eps;       /* open endpoints */
+    util_list_t graveyard; /* closed, waiting for their events to be reported */
+    util_list_t handshakes; /* connecting or authenticating */
+    util_list_t tx_ready;   /* queued frames and a socket that takes them */
+    util_list_t rx_ready;   /* bytes in the socket or the staging buffer */
 };
 
 static inline tp_tcp_ctx_t *tp_tcp_ctx(tp_ctx_t *ctx)
 {
-    return tp_container_of(ctx, tp_tcp_ctx_t, base);
+    return util_container_of(ctx, tp_tcp_ctx_t, base);
 }
 
 static inline tp_tcp_ep_t *tp_tcp_ep(tp_ep_t *ep)
 {
-    return tp_container_of(ep, tp_tcp_ep_t, base);
+    return util_container_of(ep, tp_tcp_ep_t, base);
 }
 
 /* conn.c */

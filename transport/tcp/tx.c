@@ -23,11 +23,11 @@ static strata_status_t tp_tcp_postable(tp_tcp_ep_t *ep, const char *what)
                                                            : STRATA_ERR_AGAIN;
     if (ep->state == TP_TCP_DOWN) {
         /* The failure was logged when it happened. */
-        eng_debug("tcp: %s to %s: the endpoint is down", what, ep->base.peer);
+        util_debug("tcp: %s to %s: the endpoint is down", what, ep->base.peer);
         return STRATA_ERR_PEER;
     }
-    eng_error("tcp: %s to %s before TP_EV_CONNECTED/ACCEPTED", what,
-              ep->base.peer);
+    util_error("tcp: %s to %s before TP_EV_CONNECTED/ACCEPTED", what,
+               ep->base.peer);
     return STRATA_ERR_STATE;
 }
 
@@ -48,7 +48,7 @@ static void tp_tcp_op_post(tp_tcp_ep_t *ep)
 {
     ep->sq_head++;
     if (!ep->tx_blocked)
-        tp_list_ensure(&ep->ctx->tx_ready, &ep->tx_link);
+        util_list_ensure(&ep->ctx->tx_ready, &ep->tx_link);
 }
 
 strata_status_t tp_tcp_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
@@ -86,7 +86,7 @@ static tp_tcp_op_t *tp_tcp_op_copy(tp_tcp_ep_t *ep, const tp_tcp_hdr_t *hdr,
                                    const void *payload)
 {
     uint64_t end;
-    void *copy = tp_bfifo_alloc(&ep->msgs, hdr->len, &end);
+    void *copy = util_bfifo_alloc(&ep->msgs, hdr->len, &end);
     if (!copy)
         return NULL;
     memcpy(copy, payload, hdr->len);
@@ -121,8 +121,8 @@ strata_status_t tp_tcp_queue_frame(tp_tcp_ep_t *ep, uint8_t type, uint64_t key,
     if (ep->sq_head - ep->sq_tail < TP_TCP_SQ_DEPTH)
         op = tp_tcp_op_copy(ep, &hdr, payload);
     if (!op) {
-        eng_error("tcp: peer %s: no room to queue a frame of type %u",
-                  ep->base.peer, type);
+        util_error("tcp: peer %s: no room to queue a frame of type %u",
+                   ep->base.peer, type);
         return STRATA_ERR_AGAIN;
     }
     op->user = false;
@@ -139,7 +139,7 @@ static void tp_tcp_sq_release(tp_tcp_ep_t *ep)
         if (!op->released)
             break;
         if (op->msg_end)
-            tp_bfifo_release(&ep->msgs, op->msg_end);
+            util_bfifo_release(&ep->msgs, op->msg_end);
         ep->sq_tail++;
     }
 }
@@ -224,7 +224,7 @@ void tp_tcp_flush(tp_tcp_ep_t *ep)
         }
     }
     tp_tcp_sq_release(ep);
-    tp_list_del(&ep->tx_link);
+    util_list_del(&ep->tx_link);
 }
 
 /* Every op not sent in full completes with status. */

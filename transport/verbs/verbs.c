@@ -66,21 +66,21 @@ static void tp_verbs_close(tp_ctx_t *ctx)
     tp_verbs_thread_stop(c);
     tp_verbs_mem_fini(c);
     tp_verbs_dev_close(c);
-    eng_free(c->evq);
-    eng_free(c->held);
-    eng_free(c);
+    util_free(c->evq);
+    util_free(c->held);
+    util_free(c);
 }
 
 static strata_status_t tp_verbs_open(const eng_config_t *cfg,
                                      tp_ctx_t **ctx_out)
 {
-    tp_verbs_ctx_t *c = eng_calloc(1, sizeof(*c));
+    tp_verbs_ctx_t *c = util_calloc(1, sizeof(*c));
     if (!c) {
-        eng_error("verbs: out of memory for a context");
+        util_error("verbs: out of memory for a context");
         return STRATA_ERR_NOMEM;
     }
     c->base.ops = &tp_verbs_ops;
-    tp_list_init(&c->mrs);
+    util_list_init(&c->mrs);
     c->base.caps = TP_CAP_REMOTE_ANY_MEMORY | TP_CAP_ZERO_COPY;
     c->base.timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
     c->thread_epfd = c->wait_epfd = c->stop_fd = c->notify_fd = c->timer_fd =

@@ -251,8 +251,8 @@ struct tp_verbs_listener {
 };
 
 typedef struct tp_verbs_mr {
-    tp_mr_t base;   /* first: provider.h */
-    tp_list_t link; /* ctx->mrs */
+    tp_mr_t base;     /* first: provider.h */
+    util_list_t link; /* ctx->mrs */
     tp_verbs_reg_t *reg;
     bool from_arena;      /* tp_mem_alloc(): free into the arena */
     struct ibv_mr *exact; /* the region alone, once exported */
@@ -287,8 +287,8 @@ struct tp_verbs_ctx {
     tp_auth_secret_t secret;
 
     tp_verbs_rcache_t rcache; /* local access: sources and buffers */
-    tp_list_t mrs;            /* regions, for tp_close */
-    eng_arena_t *arena;       /* created on first use */
+    util_list_t mrs;          /* regions, for tp_close */
+    util_arena_t *arena;      /* created on first use */
 
     tp_verbs_ep_t *eps;
     tp_verbs_listener_t *listeners;

@@ -74,7 +74,7 @@ static strata_status_t tp_verbs_parse_addr(const char *what, const char *text,
     struct addrinfo *res = NULL;
     int err = getaddrinfo(host, colon + 1, &hints, &res);
     if (err) {
-        eng_error("verbs: %s %s: %s", what, text, gai_strerror(err));
+        util_error("verbs: %s %s: %s", what, text, gai_strerror(err));
         return STRATA_ERR_INVALID;
     }
     memset(sa, 0, sizeof(*sa));
@@ -82,7 +82,7 @@ static strata_status_t tp_verbs_parse_addr(const char *what, const char *text,
     freeaddrinfo(res);
     return STRATA_OK;
 bad:
-    eng_error("verbs: %s '%s': expected host:port", what, text);
+    util_error("verbs: %s '%s': expected host:port", what, text);
     return STRATA_ERR_INVALID;
 }
 
@@ -111,9 +111,9 @@ strata_status_t tp_verbs_listen(tp_ctx_t *ctx, const char *bind,
     char text[128];
     if (!bind) {
         if (!*c->addr) {
-            eng_error("verbs: %s port %u has no IP address to listen on; "
-                      "pass host:port to tp_listen",
-                      c->dev_name, c->port);
+            util_error("verbs: %s port %u has no IP address to listen on; "
+                       "pass host:port to tp_listen",
+                       c->dev_name, c->port);
             return STRATA_ERR_NO_DEVICE;
         }
         snprintf(text, sizeof(text), strchr(c->addr, ':') ? "[%s]:0" : "%s:0",
@@ -124,30 +124,32 @@ strata_status_t tp_verbs_listen(tp_ctx_t *ctx, const char *bind,
     strata_status_t st = tp_verbs_parse_addr("listen address", bind, true, &sa);
     if (st != STRATA_OK)
         return st;
-    tp_verbs_listener_t *l = eng_calloc(1, sizeof(*l));
+    tp_verbs_listener_t *l = util_calloc(1, sizeof(*l));
     if (!l) {
-        eng_error("verbs: out of memory for a listener");
+        util_error("verbs: out of memory for a listener");
         return STRATA_ERR_NOMEM;
     }
     l->base.ctx = ctx;
     l->cmref = (tp_verbs_cmref_t){true, l};
     if (rdma_create_id(c->cm, &l->id, &l->cmref, RDMA_PS_TCP)) {
-        eng_error("verbs: rdma_create_id failed: %s", strerror(errno));
+        util_error("verbs: rdma_create_id failed: %s", strerror(errno));
         goto free_listener;
     }
     if (rdma_bind_addr(l->id, (struct sockaddr *)&sa)) {
-        eng_error("verbs: cannot listen on %s: rdma_bind_addr: %s", bind,
-                  strerror(errno));
+        util_error("verbs: cannot listen on %s: rdma_bind_addr: %s", bind,
+                   strerror(errno));
         goto destroy_id;
     }
     if (l->id->verbs && !tp_verbs_same_device(c, l->id->verbs)) {
-        eng_error("verbs: listen address %s belongs to %s, not to %s which "
-                  "this context uses (STRATA_IB_DEVICE)",
-                  bind, ibv_get_device_name(l->id->verbs->device), c->dev_name);
+        util_error("verbs: listen address %s belongs to %s, not to %s which "
+                   "this context uses (STRATA_IB_DEVICE)",
+                   bind, ibv_get_device_name(l->id->verbs->device),
+                   c->dev_name);
         goto destroy_id;
     }
     if (rdma_listen(l->id, TP_VERBS_BACKLOG)) {
-        eng_error("verbs: rdma_listen on %s failed: %s", bind, strerror(errno));
+        util_error("verbs: rdma_listen on %s failed: %s", bind,
+                   strerror(errno));
         goto destroy_id;
     }
     tp_verbs_listener_addr(c, l);
@@ -155,14 +157,14 @@ strata_status_t tp_verbs_listen(tp_ctx_t *ctx, const char *bind,
     if (c->listeners)
         c->listeners->prev = l;
     c->listeners = l;
-    eng_debug("verbs: listening on %s", l->base.addr);
+    util_debug("verbs: listening on %s", l->base.addr);
     *listener_out = &l->base;
     return STRATA_OK;
 
 destroy_id:
     rdma_destroy_id(l->id);
 free_listener:
-    eng_free(l);
+    util_free(l);
     return STRATA_ERR_IO;
 }
 
@@ -189,7 +191,7 @@ void tp_verbs_listener_close(tp_listener_t *base)
         c->listeners = l->next;
     if (l->next)
         l->next->prev = l->prev;
-    eng_free(l);
+    util_free(l);
 }
 
 /* ---- queue pair states ---- */
@@ -200,13 +202,13 @@ static strata_status_t tp_verbs_qp_modify(tp_verbs_ep_t *ep, tp_verbs_qp_t *qp,
     int err = ibv_modify_qp(qp->qp, attr, mask);
     if (!err)
         return STRATA_OK;
-    eng_error("verbs: moving QP %u of the endpoint to %s to %s failed: %s",
-              qp->qp->qp_num, ep->base.peer,
-              attr->qp_state == IBV_QPS_INIT  ? "INIT"
-              : attr->qp_state == IBV_QPS_RTR ? "RTR"
-              : attr->qp_state == IBV_QPS_RTS ? "RTS"
-                                              : "another state",
-              strerror(err));
+    util_error("verbs: moving QP %u of the endpoint to %s to %s failed: %s",
+               qp->qp->qp_num, ep->base.peer,
+               attr->qp_state == IBV_QPS_INIT  ? "INIT"
+               : attr->qp_state == IBV_QPS_RTR ? "RTR"
+               : attr->qp_state == IBV_QPS_RTS ? "RTS"
+                                               : "another state",
+               strerror(err));
     return STRATA_ERR_IO;
 }
 
@@ -218,8 +220,8 @@ static strata_status_t tp_verbs_cm_attr(tp_verbs_ep_t *ep,
     attr->qp_state = state;
     if (rdma_init_qp_attr(ep->id, attr, mask) == 0)
         return STRATA_OK;
-    eng_error("verbs: rdma_init_qp_attr for the endpoint to %s failed: %s",
-              ep->base.peer, strerror(errno));
+    util_error("verbs: rdma_init_qp_attr for the endpoint to %s failed: %s",
+               ep->base.peer, strerror(errno));
     return STRATA_ERR_IO;
 }
 
@@ -295,8 +297,8 @@ strata_status_t tp_verbs_qps_allow_write(tp_verbs_ep_t *ep)
     int err = ibv_modify_qp(ep->qps[0].qp, &a, IBV_QP_ACCESS_FLAGS);
     if (!err)
         return STRATA_OK;
-    eng_error("verbs: enabling remote writes on the QP to %s failed: %s",
-              ep->base.peer, strerror(err));
+    util_error("verbs: enabling remote writes on the QP to %s failed: %s",
+               ep->base.peer, strerror(err));
     return STRATA_ERR_IO;
 }
 
@@ -361,12 +363,12 @@ strata_status_t tp_verbs_connect(tp_ctx_t *ctx, const char *addr,
         return st;
     snprintf(ep->base.peer, sizeof(ep->base.peer), "%s", addr);
     if (rdma_create_id(c->cm, &ep->id, &ep->cmref, RDMA_PS_TCP)) {
-        eng_error("verbs: rdma_create_id failed: %s", strerror(errno));
+        util_error("verbs: rdma_create_id failed: %s", strerror(errno));
         goto destroy;
     }
     if (rdma_resolve_addr(ep->id, have_src ? (struct sockaddr *)&src : NULL,
                           (struct sockaddr *)&dst, ctx->timeout_ms)) {
-        eng_error("verbs: resolving %s failed: %s", addr, strerror(errno));
+        util_error("verbs: resolving %s failed: %s", addr, strerror(errno));
         goto destroy;
     }
     ep->visible = true;
@@ -383,17 +385,17 @@ static strata_status_t tp_verbs_on_addr(tp_verbs_ep_t *ep)
     tp_verbs_ctx_t *c = ep->ctx;
     if (!tp_verbs_same_device(c, ep->id->verbs) ||
         ep->id->port_num != c->port) {
-        eng_error("verbs: %s is reached through %s port %u, not through %s "
-                  "port %u which this context uses (STRATA_IB_DEVICE)",
-                  ep->base.peer,
-                  ep->id->verbs ? ibv_get_device_name(ep->id->verbs->device)
-                                : "no RDMA device",
-                  ep->id->port_num, c->dev_name, c->port);
+        util_error("verbs: %s is reached through %s port %u, not through %s "
+                   "port %u which this context uses (STRATA_IB_DEVICE)",
+                   ep->base.peer,
+                   ep->id->verbs ? ibv_get_device_name(ep->id->verbs->device)
+                                 : "no RDMA device",
+                   ep->id->port_num, c->dev_name, c->port);
         return STRATA_ERR_NO_DEVICE;
     }
     if (rdma_resolve_route(ep->id, c->base.timeout_ms)) {
-        eng_error("verbs: resolving the route to %s failed: %s", ep->base.peer,
-                  strerror(errno));
+        util_error("verbs: resolving the route to %s failed: %s", ep->base.peer,
+                   strerror(errno));
         return STRATA_ERR_IO;
     }
     ep->state = TP_VERBS_EP_RESOLVE_ROUTE;
@@ -408,8 +410,8 @@ static strata_status_t tp_verbs_on_route(tp_verbs_ep_t *ep)
     tp_verbs_cm_priv_t priv;
     struct rdma_conn_param param = tp_verbs_conn_param(ep, &priv);
     if (rdma_connect(ep->id, &param)) {
-        eng_error("verbs: rdma_connect to %s failed: %s", ep->base.peer,
-                  strerror(errno));
+        util_error("verbs: rdma_connect to %s failed: %s", ep->base.peer,
+                   strerror(errno));
         return STRATA_ERR_IO;
     }
     ep->state = TP_VERBS_EP_CONNECTING;
@@ -423,9 +425,9 @@ static strata_status_t tp_verbs_on_response(tp_verbs_ep_t *ep,
     if (!tp_verbs_priv_ok(ev->param.conn.private_data,
                           ev->param.conn.private_data_len, &priv) ||
         priv.nqps > ep->nqps) {
-        eng_error("verbs: %s answered with a malformed connection reply "
-                  "(not a Strata verbs peer of this version?)",
-                  ep->base.peer);
+        util_error("verbs: %s answered with a malformed connection reply "
+                   "(not a Strata verbs peer of this version?)",
+                   ep->base.peer);
         return STRATA_ERR_PROTO;
     }
     ep->nqps = priv.nqps; /* the server may agree to fewer */
@@ -435,8 +437,8 @@ static strata_status_t tp_verbs_on_response(tp_verbs_ep_t *ep,
     if (st != STRATA_OK)
         return st;
     if (rdma_establish(ep->id)) {
-        eng_error("verbs: rdma_establish with %s failed: %s", ep->base.peer,
-                  strerror(errno));
+        util_error("verbs: rdma_establish with %s failed: %s", ep->base.peer,
+                   strerror(errno));
         return STRATA_ERR_IO;
     }
     tp_verbs_hs_start(ep);
@@ -468,8 +470,8 @@ static strata_status_t tp_verbs_accept(tp_verbs_listener_t *l,
     tp_verbs_cm_priv_t priv;
     struct rdma_conn_param param = tp_verbs_conn_param(ep, &priv);
     if (rdma_accept(id, &param)) {
-        eng_error("verbs: rdma_accept of %s failed: %s", ep->base.peer,
-                  strerror(errno));
+        util_error("verbs: rdma_accept of %s failed: %s", ep->base.peer,
+                   strerror(errno));
         return STRATA_ERR_IO;
     }
     ep->state = TP_VERBS_EP_ACCEPTING;
@@ -487,18 +489,18 @@ static struct rdma_cm_id *tp_verbs_on_request(tp_verbs_ctx_t *c,
     tp_verbs_cm_priv_t req;
     if (!tp_verbs_priv_ok(ev->param.conn.private_data,
                           ev->param.conn.private_data_len, &req)) {
-        eng_error("verbs: connection request from %s on %s is not from a "
-                  "Strata verbs peer of this version; rejected",
-                  peer, l->base.addr);
+        util_error("verbs: connection request from %s on %s is not from a "
+                   "Strata verbs peer of this version; rejected",
+                   peer, l->base.addr);
         rdma_reject(ev->id, NULL, 0);
         return ev->id;
     }
     if (!tp_verbs_same_device(c, ev->id->verbs) ||
         ev->id->port_num != c->port) {
-        eng_error("verbs: connection request from %s arrived on %s port %u, "
-                  "not on %s port %u; rejected",
-                  peer, ibv_get_device_name(ev->id->verbs->device),
-                  ev->id->port_num, c->dev_name, c->port);
+        util_error("verbs: connection request from %s arrived on %s port %u, "
+                   "not on %s port %u; rejected",
+                   peer, ibv_get_device_name(ev->id->verbs->device),
+                   ev->id->port_num, c->dev_name, c->port);
         rdma_reject(ev->id, NULL, 0);
         return ev->id;
     }
@@ -545,28 +547,28 @@ static void tp_verbs_on_ep_event(tp_verbs_ep_t *ep, struct rdma_cm_event *ev)
     case RDMA_CM_EVENT_ROUTE_ERROR:
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR:
-        eng_error("verbs: connecting to %s failed: %s (%s)", ep->base.peer,
-                  rdma_event_str(ev->event), strerror(-ev->status));
+        util_error("verbs: connecting to %s failed: %s (%s)", ep->base.peer,
+                   rdma_event_str(ev->event), strerror(-ev->status));
         st = STRATA_ERR_PEER;
         break;
     case RDMA_CM_EVENT_REJECTED:
-        eng_error("verbs: connection to %s rejected: %s", ep->base.peer,
-                  tp_verbs_reject_reason(ev));
+        util_error("verbs: connection to %s rejected: %s", ep->base.peer,
+                   tp_verbs_reject_reason(ev));
         st = STRATA_ERR_PEER;
         break;
     case RDMA_CM_EVENT_DISCONNECTED:
         if (ep->state < TP_VERBS_EP_FAILED)
-            eng_debug("verbs: %s disconnected", ep->base.peer);
+            util_debug("verbs: %s disconnected", ep->base.peer);
         st = STRATA_ERR_PEER;
         break;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        eng_error("verbs: %s was removed; endpoint to %s fails",
-                  ep->ctx->dev_name, ep->base.peer);
+        util_error("verbs: %s was removed; endpoint to %s fails",
+                   ep->ctx->dev_name, ep->base.peer);
         st = STRATA_ERR_NO_DEVICE;
         break;
     default:
-        eng_debug("verbs: %s on the endpoint to %s", rdma_event_str(ev->event),
-                  ep->base.peer);
+        util_debug("verbs: %s on the endpoint to %s", rdma_event_str(ev->event),
+                   ep->base.peer);
         return;
     }
     if (st != STRATA_OK)
@@ -585,14 +587,14 @@ void tp_verbs_cm_drain(tp_verbs_ctx_t *c)
         else if (ref && !ref->is_listener)
             tp_verbs_on_ep_event(ref->obj, ev);
         else if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL)
-            eng_error("verbs: %s was removed; the listener on %s is dead",
-                      c->dev_name,
-                      ((tp_verbs_listener_t *)ref->obj)->base.addr);
+            util_error("verbs: %s was removed; the listener on %s is dead",
+                       c->dev_name,
+                       ((tp_verbs_listener_t *)ref->obj)->base.addr);
         rdma_ack_cm_event(ev);
         if (destroy)
             rdma_destroy_id(destroy);
     }
     if (errno != EAGAIN && errno != EWOULDBLOCK)
-        eng_error("verbs: rdma_get_cm_event failed: %s", strerror(errno));
+        util_error("verbs: rdma_get_cm_event failed: %s", strerror(errno));
     tp_verbs_cm_rearm(c);
 }

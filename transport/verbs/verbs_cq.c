@@ -19,13 +19,13 @@
 static bool tp_verbs_evq_grow(tp_verbs_ctx_t *c)
 {
     uint32_t cap = c->evq_cap ? 2 * c->evq_cap : 256;
-    tp_event_t *q = eng_malloc(cap * sizeof(*q));
+    tp_event_t *q = util_malloc(cap * sizeof(*q));
     if (!q)
         return false;
     uint32_t n = 0;
     for (uint32_t i = c->evq_head; i != c->evq_tail; i++)
         q[n++] = c->evq[i & (c->evq_cap - 1)];
-    eng_free(c->evq);
+    util_free(c->evq);
     c->evq = q;
     c->evq_cap = cap;
     c->evq_head = 0;
@@ -36,7 +36,7 @@ static bool tp_verbs_evq_grow(tp_verbs_ctx_t *c)
 void tp_verbs_event(tp_verbs_ctx_t *c, const tp_event_t *ev)
 {
     if (c->evq_tail - c->evq_head == c->evq_cap && !tp_verbs_evq_grow(c)) {
-        eng_error("verbs: out of memory queueing an event; it is lost");
+        util_error("verbs: out of memory queueing an event; it is lost");
         return;
     }
     c->evq[c->evq_tail++ & (c->evq_cap - 1)] = *ev;
@@ -107,11 +107,11 @@ static void tp_verbs_wc_error(tp_verbs_qp_t *qp, const struct ibv_wc *wc,
             return;
         ep->error = tp_verbs_wc_status(wc->status);
     }
-    eng_error("verbs: %s with %s failed on QP %u (%u of %u): %s: %s (vendor "
-              "error %#x)",
-              what, ep->base.peer, qp->qp->qp_num, qp->index, ep->nqps,
-              ibv_wc_status_str(wc->status), tp_verbs_wc_hint(wc->status),
-              wc->vendor_err);
+    util_error("verbs: %s with %s failed on QP %u (%u of %u): %s: %s (vendor "
+               "error %#x)",
+               what, ep->base.peer, qp->qp->qp_num, qp->index, ep->nqps,
+               ibv_wc_status_str(wc->status), tp_verbs_wc_hint(wc->status),
+               wc->vendor_err);
     tp_verbs_ep_fail(ep, tp_verbs_wc_status(wc->status));
 }
 
@@ -154,8 +154,8 @@ static void tp_verbs_arrival(tp_verbs_ep_t *ep, tp_event_type_t type,
 {
     if (ep->state != TP_VERBS_EP_CONNECTED) {
         if (ep->state < TP_VERBS_EP_FAILED) {
-            eng_error("verbs: %s sent data before the handshake finished",
-                      ep->base.peer);
+            util_error("verbs: %s sent data before the handshake finished",
+                       ep->base.peer);
             tp_verbs_ep_fail(ep, STRATA_ERR_PROTO);
         }
         return;
@@ -178,13 +178,13 @@ static void tp_verbs_recv_msg(tp_verbs_ep_t *ep, uint32_t type,
     } else if (type == TP_VERBS_MSG_UNEXPORT) {
         tp_verbs_peer_export_remove(ep, data, len);
     } else if (type == TP_VERBS_MSG_BYE) {
-        eng_debug("verbs: %s closed the endpoint", ep->base.peer);
+        util_debug("verbs: %s closed the endpoint", ep->base.peer);
         tp_verbs_ep_fail(ep, STRATA_OK);
     } else if (type >= TP_VERBS_MSG_AUTH && type <= TP_VERBS_MSG_READY) {
         tp_verbs_hs_recv(ep, type, data, len);
     } else {
-        eng_error("verbs: %s sent an unknown message type %u", ep->base.peer,
-                  type);
+        util_error("verbs: %s sent an unknown message type %u", ep->base.peer,
+                   type);
         tp_verbs_ep_fail(ep, STRATA_ERR_PROTO);
     }
 }
@@ -227,7 +227,7 @@ int tp_verbs_cq_poll(tp_verbs_ctx_t *c)
     for (int i = 0; i < c->ncqs; i++) {
         int n = ibv_poll_cq(c->cqs[i]->cq, TP_VERBS_CQ_BATCH, wcs);
         if (n < 0) {
-            eng_error("verbs: ibv_poll_cq on %s failed", c->dev_name);
+            util_error("verbs: ibv_poll_cq on %s failed", c->dev_name);
             continue;
         }
         for (int k = 0; k < n; k++) {
@@ -261,7 +261,7 @@ static bool tp_verbs_hold(tp_verbs_ctx_t *c, const tp_event_t *ev)
 {
     if (c->nheld == c->held_cap) {
         uint32_t cap = c->held_cap ? 2 * c->held_cap : 64;
-        tp_verbs_rbuf_t **h = eng_realloc(c->held, cap * sizeof(*h));
+        tp_verbs_rbuf_t **h = util_realloc(c->held, cap * sizeof(*h));
         if (!h)
             return false;
         c->held = h;
@@ -279,7 +279,7 @@ static int tp_verbs_report(tp_verbs_ctx_t *c, tp_event_t *events, int max)
     while (n < max && c->evq_head != c->evq_tail) {
         tp_event_t *ev = &c->evq[c->evq_head & (c->evq_cap - 1)];
         if (ev->type == TP_EV_RECV && !tp_verbs_hold(c, ev)) {
-            eng_error("verbs: out of memory holding a receive buffer");
+            util_error("verbs: out of memory holding a receive buffer");
             break;
         }
         events[n++] = *ev;

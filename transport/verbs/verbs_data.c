@@ -46,8 +46,8 @@ static strata_status_t tp_verbs_post(tp_verbs_qp_t *qp, struct ibv_send_wr *wr,
     struct ibv_send_wr *bad;
     int err = ibv_post_send(qp->qp, wr, &bad);
     if (err) {
-        eng_error("verbs: ibv_post_send on QP %u to %s failed: %s",
-                  qp->qp->qp_num, qp->ep->base.peer, strerror(err));
+        util_error("verbs: ibv_post_send on QP %u to %s failed: %s",
+                   qp->qp->qp_num, qp->ep->base.peer, strerror(err));
         tp_verbs_ep_fail(qp->ep, STRATA_ERR_IO);
         return STRATA_ERR_IO;
     }
@@ -79,9 +79,9 @@ static strata_status_t tp_verbs_op_new(tp_verbs_ep_t *ep, const char *what,
                                        tp_verbs_op_t **op_out)
 {
     if (ep->state != TP_VERBS_EP_CONNECTED) {
-        eng_error("verbs: %s to %s: the endpoint is %s", what, ep->base.peer,
-                  ep->state < TP_VERBS_EP_CONNECTED ? "not connected yet"
-                                                    : "disconnected");
+        util_error("verbs: %s to %s: the endpoint is %s", what, ep->base.peer,
+                   ep->state < TP_VERBS_EP_CONNECTED ? "not connected yet"
+                                                     : "disconnected");
         return STRATA_ERR_STATE;
     }
     *op_out = tp_verbs_op_take(ep);
@@ -397,8 +397,8 @@ void tp_verbs_rq_refill(tp_verbs_ep_t *ep, bool force)
         ep->rq_out += posted;
         ep->rq_posted += posted;
         if (err) {
-            eng_error("verbs: ibv_post_recv on the QP to %s failed: %s",
-                      ep->base.peer, strerror(err));
+            util_error("verbs: ibv_post_recv on the QP to %s failed: %s",
+                       ep->base.peer, strerror(err));
             tp_verbs_ep_fail(ep, STRATA_ERR_IO);
             return;
         }

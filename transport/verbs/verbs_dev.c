@@ -72,11 +72,11 @@ static void tp_verbs_fork_setup_once(void)
         return;
     int err = ibv_fork_init();
     if (err)
-        eng_warn("verbs: ibv_fork_init failed (%s): memory was registered "
-                 "before Strata opened the device, so a child made with "
-                 "fork() may corrupt registered memory; set "
-                 "RDMAV_FORK_SAFE=1 in the environment of the program",
-                 strerror(err));
+        util_warn("verbs: ibv_fork_init failed (%s): memory was registered "
+                  "before Strata opened the device, so a child made with "
+                  "fork() may corrupt registered memory; set "
+                  "RDMAV_FORK_SAFE=1 in the environment of the program",
+                  strerror(err));
 }
 
 static void tp_verbs_fork_setup(void)
@@ -113,12 +113,12 @@ static void tp_verbs_memlock_check(void)
 {
     uint64_t limit = tp_verbs_memlock_limit();
     if (limit && limit < (64u << 20))
-        eng_warn("verbs: RLIMIT_MEMLOCK is %" PRIu64 " KiB, so registering "
-                 "more memory than that fails; raise it (ulimit -l "
-                 "unlimited, or memlock in /etc/security/limits.conf) and "
-                 "check it inside the job, since launchers such as mpirun "
-                 "and srun may lower it",
-                 limit >> 10);
+        util_warn("verbs: RLIMIT_MEMLOCK is %" PRIu64 " KiB, so registering "
+                  "more memory than that fails; raise it (ulimit -l "
+                  "unlimited, or memlock in /etc/security/limits.conf) and "
+                  "check it inside the job, since launchers such as mpirun "
+                  "and srun may lower it",
+                  limit >> 10);
 }
 
 void tp_verbs_memlock_hint(char *buf, size_t len)
@@ -146,9 +146,9 @@ static strata_status_t tp_verbs_parse_device(const char *want, char *name,
     char *end;
     long p = strtol(colon + 1, &end, 10);
     if (end == colon + 1 || *end || p < 1 || p > 255) {
-        eng_error("STRATA_IB_DEVICE=%s: expected a device name, or "
-                  "name:port with a port from 1",
-                  want);
+        util_error("STRATA_IB_DEVICE=%s: expected a device name, or "
+                   "name:port with a port from 1",
+                   want);
         return STRATA_ERR_CONFIG;
     }
     *colon = '\0';
@@ -203,9 +203,9 @@ static strata_status_t tp_verbs_select_port(tp_verbs_ctx_t *c, const char *want)
     int n = 0;
     struct ibv_device **list = ibv_get_device_list(&n);
     if (!list || n == 0) {
-        eng_error("verbs: no RDMA device (ibv_get_device_list: %s); this "
-                  "host has no RDMA hardware or kernel support",
-                  list ? "0 devices" : strerror(errno));
+        util_error("verbs: no RDMA device (ibv_get_device_list: %s); this "
+                   "host has no RDMA hardware or kernel support",
+                   list ? "0 devices" : strerror(errno));
         if (list)
             ibv_free_device_list(list);
         return STRATA_ERR_NO_DEVICE;
@@ -223,9 +223,9 @@ static strata_status_t tp_verbs_select_port(tp_verbs_ctx_t *c, const char *want)
     ibv_free_device_list(list);
     if (c->verbs)
         return STRATA_OK;
-    eng_error("verbs: no active port%s%s; ports: %s",
-              *want ? " matching STRATA_IB_DEVICE=" : "", want,
-              *seen ? seen : "none");
+    util_error("verbs: no active port%s%s; ports: %s",
+               *want ? " matching STRATA_IB_DEVICE=" : "", want,
+               *seen ? seen : "none");
     return STRATA_ERR_NO_DEVICE;
 }
 
@@ -244,12 +244,12 @@ static void tp_verbs_port_addr(tp_verbs_ctx_t *c)
                  c->gid.raw[13], c->gid.raw[14], c->gid.raw[15]);
     else if (!c->gid.link_local && c->gid.type != TP_VERBS_GID_IB)
         snprintf(c->addr, sizeof(c->addr), "%s", text);
-    eng_info("verbs: %s port %u, GID %d %s (%s)%s%s", c->dev_name, c->port,
-             c->gid.index, text,
-             c->gid.type == TP_VERBS_GID_ROCE_V2   ? "RoCE v2"
-             : c->gid.type == TP_VERBS_GID_ROCE_V1 ? "RoCE v1"
-                                                   : "InfiniBand",
-             *c->addr ? ", address " : "", c->addr);
+    util_info("verbs: %s port %u, GID %d %s (%s)%s%s", c->dev_name, c->port,
+              c->gid.index, text,
+              c->gid.type == TP_VERBS_GID_ROCE_V2   ? "RoCE v2"
+              : c->gid.type == TP_VERBS_GID_ROCE_V1 ? "RoCE v1"
+                                                    : "InfiniBand",
+              *c->addr ? ", address " : "", c->addr);
 }
 
 strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const eng_config_t *cfg)
@@ -271,14 +271,14 @@ strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const eng_config_t *cfg)
     tp_verbs_port_addr(c);
     c->pd = ibv_alloc_pd(c->verbs);
     if (!c->pd) {
-        eng_error("verbs: ibv_alloc_pd on %s failed: %s", c->dev_name,
-                  strerror(errno));
+        util_error("verbs: ibv_alloc_pd on %s failed: %s", c->dev_name,
+                   strerror(errno));
         return STRATA_ERR_NO_DEVICE;
     }
     c->comp = ibv_create_comp_channel(c->verbs);
     if (!c->comp) {
-        eng_error("verbs: ibv_create_comp_channel on %s failed: %s",
-                  c->dev_name, strerror(errno));
+        util_error("verbs: ibv_create_comp_channel on %s failed: %s",
+                   c->dev_name, strerror(errno));
         return STRATA_ERR_NO_DEVICE;
     }
     /* librdmacm opens its device contexts once per process, on first use:
@@ -289,15 +289,15 @@ strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const eng_config_t *cfg)
         rdma_free_devices(cm_devs);
     c->cm = rdma_create_event_channel();
     if (!c->cm) {
-        eng_error("verbs: rdma_create_event_channel failed: %s",
-                  strerror(errno));
+        util_error("verbs: rdma_create_event_channel failed: %s",
+                   strerror(errno));
         return STRATA_ERR_NO_DEVICE;
     }
     int fds[] = {c->comp->fd, c->cm->fd, c->verbs->async_fd};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fcntl(fds[i], F_SETFL, fcntl(fds[i], F_GETFL) | O_NONBLOCK)) {
-            eng_error("verbs: cannot make fd %d non-blocking: %s", fds[i],
-                      strerror(errno));
+            util_error("verbs: cannot make fd %d non-blocking: %s", fds[i],
+                       strerror(errno));
             return STRATA_ERR_IO;
         }
     return STRATA_OK;
@@ -310,16 +310,16 @@ void tp_verbs_dev_close(tp_verbs_ctx_t *c)
         if (cq->armed) /* its event may be pending: destroy waits for acks */
             tp_verbs_cq_events_drain(c);
         if (ibv_destroy_cq(cq->cq))
-            eng_warn("verbs: ibv_destroy_cq failed: %s", strerror(errno));
-        eng_free(cq);
+            util_warn("verbs: ibv_destroy_cq failed: %s", strerror(errno));
+        util_free(cq);
     }
-    eng_free(c->cqs);
+    util_free(c->cqs);
     if (c->cm)
         rdma_destroy_event_channel(c->cm);
     if (c->comp)
         ibv_destroy_comp_channel(c->comp);
     if (c->pd && ibv_dealloc_pd(c->pd))
-        eng_warn("verbs: ibv_dealloc_pd failed: %s", strerror(errno));
+        util_warn("verbs: ibv_dealloc_pd failed: %s", strerror(errno));
     if (c->verbs)
         ibv_close_device(c->verbs);
 }
@@ -339,26 +339,26 @@ strata_status_t tp_verbs_cq_reserve(tp_verbs_ctx_t *c, int entries,
     if (size > c->max_cqe)
         size = c->max_cqe;
     if (size < entries) {
-        eng_error("verbs: an endpoint needs %d completion queue entries, "
-                  "%s allows %d; lower STRATA_IB_TX_DEPTH, STRATA_IB_RX_DEPTH "
-                  "or STRATA_IB_QPS",
-                  entries, c->dev_name, c->max_cqe);
+        util_error("verbs: an endpoint needs %d completion queue entries, "
+                   "%s allows %d; lower STRATA_IB_TX_DEPTH, STRATA_IB_RX_DEPTH "
+                   "or STRATA_IB_QPS",
+                   entries, c->dev_name, c->max_cqe);
         return STRATA_ERR_RANGE;
     }
-    tp_verbs_cq_t **cqs = eng_realloc(c->cqs, (c->ncqs + 1) * sizeof(*cqs));
-    tp_verbs_cq_t *cq = eng_calloc(1, sizeof(*cq));
+    tp_verbs_cq_t **cqs = util_realloc(c->cqs, (c->ncqs + 1) * sizeof(*cqs));
+    tp_verbs_cq_t *cq = util_calloc(1, sizeof(*cq));
     if (cqs)
         c->cqs = cqs;
     if (!cqs || !cq) {
-        eng_free(cq);
-        eng_error("verbs: out of memory for a completion queue");
+        util_free(cq);
+        util_error("verbs: out of memory for a completion queue");
         return STRATA_ERR_NOMEM;
     }
     cq->cq = ibv_create_cq(c->verbs, size, cq, c->comp, 0);
     if (!cq->cq) {
-        eng_error("verbs: ibv_create_cq of %d entries on %s failed: %s", size,
-                  c->dev_name, strerror(errno));
-        eng_free(cq);
+        util_error("verbs: ibv_create_cq of %d entries on %s failed: %s", size,
+                   c->dev_name, strerror(errno));
+        util_free(cq);
         return STRATA_ERR_NOMEM;
     }
     cq->size = size;
@@ -409,19 +409,19 @@ static void tp_verbs_async_one(tp_verbs_ctx_t *c, struct ibv_async_event *ev)
         atomic_store(&c->fatal_event, (int)ev->event_type + 1);
         break;
     case IBV_EVENT_PORT_ERR:
-        eng_warn("verbs: %s port %u went down; connections on it will fail "
-                 "unless it returns within STRATA_TIMEOUT_MS",
-                 c->dev_name, ev->element.port_num);
+        util_warn("verbs: %s port %u went down; connections on it will fail "
+                  "unless it returns within STRATA_TIMEOUT_MS",
+                  c->dev_name, ev->element.port_num);
         return;
     default:
-        eng_debug("verbs: async event on %s: %s", c->dev_name,
-                  ibv_event_type_str(ev->event_type));
+        util_debug("verbs: async event on %s: %s", c->dev_name,
+                   ibv_event_type_str(ev->event_type));
         return;
     }
     atomic_fetch_or(&c->pending, TP_VERBS_PENDING_ASYNC);
     uint64_t one = 1;
     if (write(c->notify_fd, &one, sizeof(one)) < 0)
-        eng_debug("verbs: notify write failed: %s", strerror(errno));
+        util_debug("verbs: notify write failed: %s", strerror(errno));
 }
 
 static void *tp_verbs_thread_main(void *arg)
@@ -433,8 +433,8 @@ static void *tp_verbs_thread_main(void *arg)
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            eng_error("verbs: async thread: epoll_wait failed: %s",
-                      strerror(errno));
+            util_error("verbs: async thread: epoll_wait failed: %s",
+                       strerror(errno));
             return NULL;
         }
         for (int i = 0; i < n; i++) {
@@ -461,7 +461,7 @@ static strata_status_t tp_verbs_epoll_add(int epfd, int fd, uint32_t events)
     struct epoll_event ev = {.events = events, .data.fd = fd};
     if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
         return STRATA_OK;
-    eng_error("verbs: epoll_ctl(ADD %d) failed: %s", fd, strerror(errno));
+    util_error("verbs: epoll_ctl(ADD %d) failed: %s", fd, strerror(errno));
     return STRATA_ERR_IO;
 }
 
@@ -470,8 +470,8 @@ void tp_verbs_cm_rearm(tp_verbs_ctx_t *c)
     struct epoll_event ev = {.events = EPOLLIN | EPOLLONESHOT,
                              .data.fd = c->cm->fd};
     if (epoll_ctl(c->thread_epfd, EPOLL_CTL_MOD, c->cm->fd, &ev))
-        eng_error("verbs: epoll_ctl(MOD) of the rdma_cm channel failed: %s",
-                  strerror(errno));
+        util_error("verbs: epoll_ctl(MOD) of the rdma_cm channel failed: %s",
+                   strerror(errno));
 }
 
 strata_status_t tp_verbs_thread_start(tp_verbs_ctx_t *c)
@@ -483,8 +483,8 @@ strata_status_t tp_verbs_thread_start(tp_verbs_ctx_t *c)
     c->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
     if (c->thread_epfd < 0 || c->wait_epfd < 0 || c->stop_fd < 0 ||
         c->notify_fd < 0 || c->timer_fd < 0) {
-        eng_error("verbs: cannot create the event descriptors: %s",
-                  strerror(errno));
+        util_error("verbs: cannot create the event descriptors: %s",
+                   strerror(errno));
         return STRATA_ERR_IO;
     }
     /* The thread watches the device and rdma_cm; the wait fd (for callers
@@ -499,8 +499,8 @@ strata_status_t tp_verbs_thread_start(tp_verbs_ctx_t *c)
         return STRATA_ERR_IO;
     int err = pthread_create(&c->thread, NULL, tp_verbs_thread_main, c);
     if (err) {
-        eng_error("verbs: cannot start the async event thread: %s",
-                  strerror(err));
+        util_error("verbs: cannot start the async event thread: %s",
+                   strerror(err));
         return STRATA_ERR_IO;
     }
     c->thread_started = true;
@@ -512,8 +512,8 @@ void tp_verbs_thread_stop(tp_verbs_ctx_t *c)
     if (c->thread_started) {
         uint64_t one = 1;
         if (write(c->stop_fd, &one, sizeof(one)) != sizeof(one))
-            eng_warn("verbs: cannot stop the async thread: %s",
-                     strerror(errno));
+            util_warn("verbs: cannot stop the async thread: %s",
+                      strerror(errno));
         else
             pthread_join(c->thread, NULL);
         c->thread_started = false;
@@ -559,7 +559,7 @@ static void tp_verbs_timer_arm(tp_verbs_ctx_t *c)
         its.it_value.tv_nsec = (long)(in % 1000000000u);
     }
     if (timerfd_settime(c->timer_fd, 0, &its, NULL))
-        eng_warn("verbs: timerfd_settime failed: %s", strerror(errno));
+        util_warn("verbs: timerfd_settime failed: %s", strerror(errno));
 }
 
 strata_status_t tp_verbs_wait_arm(tp_ctx_t *ctx)
@@ -569,14 +569,14 @@ strata_status_t tp_verbs_wait_arm(tp_ctx_t *ctx)
         return STRATA_ERR_AGAIN;
     uint64_t drain;
     if (read(c->timer_fd, &drain, sizeof(drain)) < 0 && errno != EAGAIN)
-        eng_debug("verbs: timerfd read: %s", strerror(errno));
+        util_debug("verbs: timerfd read: %s", strerror(errno));
     for (int i = 0; i < c->ncqs; i++) {
         tp_verbs_cq_t *cq = c->cqs[i];
         if (cq->armed)
             continue;
         int err = ibv_req_notify_cq(cq->cq, 0);
         if (err) {
-            eng_error("verbs: ibv_req_notify_cq failed: %s", strerror(err));
+            util_error("verbs: ibv_req_notify_cq failed: %s", strerror(err));
             return STRATA_ERR_IO;
         }
         cq->armed = c->any_armed = true;

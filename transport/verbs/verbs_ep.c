@@ -32,9 +32,9 @@ static strata_status_t tp_verbs_qp_create(tp_verbs_ep_t *ep, tp_verbs_qp_t *qp,
     qp->cq = cq;
     qp->index = index;
     qp->sq_depth = tp_verbs_pow2(c->p.tx_depth + TP_VERBS_SQ_RESERVE);
-    qp->swr = eng_calloc(qp->sq_depth, sizeof(*qp->swr));
+    qp->swr = util_calloc(qp->sq_depth, sizeof(*qp->swr));
     if (!qp->swr) {
-        eng_error("verbs: out of memory for a send queue");
+        util_error("verbs: out of memory for a send queue");
         return STRATA_ERR_NOMEM;
     }
     if (getrandom(&qp->psn, sizeof(qp->psn), 0) != sizeof(qp->psn))
@@ -57,13 +57,13 @@ static strata_status_t tp_verbs_qp_create(tp_verbs_ep_t *ep, tp_verbs_qp_t *qp,
             return STRATA_OK;
         if (!c->p.inline_max)
             break;
-        eng_info("verbs: %s refuses %u bytes of inline data per request "
-                 "(%s); sending without inline data",
-                 c->dev_name, c->p.inline_max, strerror(errno));
+        util_info("verbs: %s refuses %u bytes of inline data per request "
+                  "(%s); sending without inline data",
+                  c->dev_name, c->p.inline_max, strerror(errno));
         c->p.inline_max = 0;
     }
-    eng_error("verbs: ibv_create_qp on %s failed: %s", c->dev_name,
-              strerror(errno));
+    util_error("verbs: ibv_create_qp on %s failed: %s", c->dev_name,
+               strerror(errno));
     return STRATA_ERR_NO_DEVICE;
 }
 
@@ -91,10 +91,10 @@ static strata_status_t tp_verbs_ep_memory(tp_verbs_ep_t *ep)
                                       TP_VERBS_INBOX_LINE);
     *ep->inbox = 0;
     ep->stage_free = (1u << TP_VERBS_STAGE_SLOTS) - 1;
-    ep->rbufs = eng_calloc(ep->rx_depth, sizeof(*ep->rbufs));
-    ep->rfree = eng_calloc(ep->rx_depth, sizeof(*ep->rfree));
+    ep->rbufs = util_calloc(ep->rx_depth, sizeof(*ep->rbufs));
+    ep->rfree = util_calloc(ep->rx_depth, sizeof(*ep->rfree));
     if (!ep->rbufs || !ep->rfree) {
-        eng_error("verbs: out of memory for receive buffers");
+        util_error("verbs: out of memory for receive buffers");
         return STRATA_ERR_NOMEM;
     }
     for (uint32_t i = 0; i < ep->rx_depth; i++) {
@@ -110,9 +110,9 @@ strata_status_t tp_verbs_ep_create(tp_verbs_ctx_t *c, struct rdma_cm_id *id,
                                    bool client, unsigned nqps,
                                    tp_verbs_ep_t **ep_out)
 {
-    tp_verbs_ep_t *ep = eng_calloc(1, sizeof(*ep));
+    tp_verbs_ep_t *ep = util_calloc(1, sizeof(*ep));
     if (!ep) {
-        eng_error("verbs: out of memory for an endpoint");
+        util_error("verbs: out of memory for an endpoint");
         return STRATA_ERR_NOMEM;
     }
     ep->base.ctx = &c->base;
@@ -135,10 +135,10 @@ strata_status_t tp_verbs_ep_create(tp_verbs_ctx_t *c, struct rdma_cm_id *id,
     strata_status_t st = tp_verbs_ep_memory(ep);
     if (st != STRATA_OK)
         goto destroy;
-    ep->qps = eng_calloc(nqps, sizeof(*ep->qps));
+    ep->qps = util_calloc(nqps, sizeof(*ep->qps));
     if (!ep->qps) {
         st = STRATA_ERR_NOMEM;
-        eng_error("verbs: out of memory for queue pairs");
+        util_error("verbs: out of memory for queue pairs");
         goto destroy;
     }
     uint32_t sq = tp_verbs_pow2(c->p.tx_depth + TP_VERBS_SQ_RESERVE);
@@ -168,9 +168,9 @@ void tp_verbs_ep_destroy(tp_verbs_ep_t *ep)
     tp_verbs_exports_drop(ep); /* windows go before their queue pairs */
     for (unsigned i = 0; ep->qps && i < ep->nqps; i++) {
         if (ep->qps[i].qp && ibv_destroy_qp(ep->qps[i].qp))
-            eng_warn("verbs: ibv_destroy_qp (peer %s) failed: %s",
-                     ep->base.peer, strerror(errno));
-        eng_free(ep->qps[i].swr);
+            util_warn("verbs: ibv_destroy_qp (peer %s) failed: %s",
+                      ep->base.peer, strerror(errno));
+        util_free(ep->qps[i].swr);
     }
     if (ep->qps && ep->qps[0].cq)
         ep->qps[0].cq->used -= (int)ep->cq_entries;
@@ -178,9 +178,9 @@ void tp_verbs_ep_destroy(tp_verbs_ep_t *ep)
         rdma_destroy_id(ep->id);
     if (ep->block)
         tp_verbs_block_free(c, ep->block, ep->block_reg);
-    eng_free(ep->qps);
-    eng_free(ep->rbufs);
-    eng_free(ep->rfree);
+    util_free(ep->qps);
+    util_free(ep->rbufs);
+    util_free(ep->rfree);
     if (ep->prev)
         ep->prev->next = ep->next;
     else if (c->eps == ep)
@@ -192,7 +192,7 @@ void tp_verbs_ep_destroy(tp_verbs_ep_t *ep)
             *p = ep->todo_next;
             break;
         }
-    eng_free(ep);
+    util_free(ep);
 }
 
 /* ---- state changes ---- */
@@ -223,9 +223,9 @@ void tp_verbs_ep_connected(tp_verbs_ep_t *ep)
         ev.listener = ep->listener ? &ep->listener->base : NULL;
     }
     tp_verbs_event(c, &ev);
-    eng_debug("verbs: %s %s with %u QP(s)",
-              ep->client ? "connected to" : "accepted", ep->base.peer,
-              ep->nqps);
+    util_debug("verbs: %s %s with %u QP(s)",
+               ep->client ? "connected to" : "accepted", ep->base.peer,
+               ep->nqps);
     tp_verbs_credit_return(ep, true); /* what the handshake consumed */
     tp_verbs_pump(ep);
 }
@@ -248,9 +248,9 @@ void tp_verbs_ep_fail(tp_verbs_ep_t *ep, strata_status_t status)
     if (ep->state >= TP_VERBS_EP_FAILED)
         return;
     if (!ep->visible && status == STRATA_ERR_PEER)
-        eng_warn("verbs: %s went away during the handshake (a wrong job "
-                 "secret on its side?)",
-                 ep->base.peer);
+        util_warn("verbs: %s went away during the handshake (a wrong job "
+                  "secret on its side?)",
+                  ep->base.peer);
     ep->state = TP_VERBS_EP_FAILED;
     ep->error = status;
     tp_verbs_teardown(ep);
@@ -320,9 +320,9 @@ static void tp_verbs_ep_zombie(tp_verbs_ep_t *ep)
     if (ep->zombie)
         return;
     ep->zombie = true;
-    eng_warn("verbs: the queue pairs to %s did not flush within %d ms; "
-             "keeping their memory until the context closes",
-             ep->base.peer, ep->ctx->base.timeout_ms);
+    util_warn("verbs: the queue pairs to %s did not flush within %d ms; "
+              "keeping their memory until the context closes",
+              ep->base.peer, ep->ctx->base.timeout_ms);
     for (uint32_t s = ep->tail; s != ep->head; s++) {
         tp_verbs_op_t *op = tp_verbs_op_at(ep, s);
         uint32_t out = op->wrs_out;
@@ -381,9 +381,9 @@ void tp_verbs_ep_tick(tp_verbs_ep_t *ep, uint64_t now)
         break;
     default:
         if (now > ep->deadline_ns) {
-            eng_error("verbs: %s %s: no answer within %d ms",
-                      ep->client ? "connecting to" : "accepting", ep->base.peer,
-                      c->base.timeout_ms);
+            util_error("verbs: %s %s: no answer within %d ms",
+                       ep->client ? "connecting to" : "accepting",
+                       ep->base.peer, c->base.timeout_ms);
             tp_verbs_ep_fail(ep, STRATA_ERR_TIMEOUT);
         }
         break;
@@ -418,12 +418,12 @@ void tp_verbs_async_drain(tp_verbs_ctx_t *c)
 {
     uint64_t n;
     if (read(c->notify_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
-        eng_debug("verbs: notify read: %s", strerror(errno));
+        util_debug("verbs: notify read: %s", strerror(errno));
     int fatal = atomic_exchange(&c->fatal_event, 0);
     if (fatal)
-        eng_error("verbs: %s on %s: every endpoint fails",
-                  ibv_event_type_str((enum ibv_event_type)(fatal - 1)),
-                  c->dev_name);
+        util_error("verbs: %s on %s: every endpoint fails",
+                   ibv_event_type_str((enum ibv_event_type)(fatal - 1)),
+                   c->dev_name);
     for (tp_verbs_ep_t *ep = c->eps, *next; ep; ep = next) {
         next = ep->next;
         int ev = atomic_exchange(&ep->async_event, 0);
@@ -432,8 +432,8 @@ void tp_verbs_async_drain(tp_verbs_ctx_t *c)
         if (ep->state >= TP_VERBS_EP_FAILED || (!ev && !fatal))
             continue;
         if (ev)
-            eng_error("verbs: queue pair to %s failed: %s", ep->base.peer,
-                      ibv_event_type_str((enum ibv_event_type)(ev - 1)));
+            util_error("verbs: queue pair to %s failed: %s", ep->base.peer,
+                       ibv_event_type_str((enum ibv_event_type)(ev - 1)));
         tp_verbs_ep_fail(ep, STRATA_ERR_IO);
     }
 }

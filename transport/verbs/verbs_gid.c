@@ -48,9 +48,9 @@ strata_status_t tp_verbs_gid_override(const char *spec, const char *dev,
     *index_out = -1;
     return STRATA_OK;
 bad:
-    eng_error("STRATA_IB_GID_INDEX=%s: expected auto, an index below %d, or "
-              "device:index pairs such as mlx5_0:3,mlx5_1:5",
-              spec, TP_VERBS_GID_MAX);
+    util_error("STRATA_IB_GID_INDEX=%s: expected auto, an index below %d, or "
+               "device:index pairs such as mlx5_0:3,mlx5_1:5",
+               spec, TP_VERBS_GID_MAX);
     return STRATA_ERR_CONFIG;
 }
 
@@ -150,9 +150,9 @@ strata_status_t tp_verbs_gid_select(const char *sysfs_root, const char *dev,
             *gid_out = gid;
             return STRATA_OK;
         }
-        eng_error("STRATA_IB_GID_INDEX: GID %d of %s port %d is empty or "
-                  "unusable here (see %s/gids and gid_attrs/types)",
-                  override, dev, port, port_dir);
+        util_error("STRATA_IB_GID_INDEX: GID %d of %s port %d is empty or "
+                   "unusable here (see %s/gids and gid_attrs/types)",
+                   override, dev, port, port_dir);
         return STRATA_ERR_NO_DEVICE;
     }
     if (!ethernet && tp_verbs_gid_read(port_dir, 0, false, &gid)) {
@@ -171,10 +171,10 @@ strata_status_t tp_verbs_gid_select(const char *sysfs_root, const char *dev,
     }
     if (best_rank < (1 << 20))
         return STRATA_OK;
-    eng_error("%s port %d has no usable GID (%d entries in %s/gids, none "
-              "with a readable RoCE type); does its network interface have "
-              "an IP address in this namespace?",
-              dev, port, n, port_dir);
+    util_error("%s port %d has no usable GID (%d entries in %s/gids, none "
+               "with a readable RoCE type); does its network interface have "
+               "an IP address in this namespace?",
+               dev, port, n, port_dir);
     return STRATA_ERR_NO_DEVICE;
 }
 

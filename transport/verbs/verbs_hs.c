@@ -34,8 +34,8 @@ typedef struct tp_verbs_setup {
 static void tp_verbs_hs_fail(tp_verbs_ep_t *ep, strata_status_t st,
                              const char *what)
 {
-    eng_error("verbs: handshake with %s failed: %s (%s)", ep->base.peer, what,
-              strata_strerror(st));
+    util_error("verbs: handshake with %s failed: %s (%s)", ep->base.peer, what,
+               strata_strerror(st));
     tp_verbs_ep_fail(ep, st);
 }
 
@@ -95,18 +95,18 @@ static void tp_verbs_hs_auth(tp_verbs_ep_t *ep, const uint8_t *msg,
     ep->hs_rx++;
     if (st != STRATA_OK) {
         if (st != STRATA_ERR_AUTH)
-            eng_error("verbs: malformed authentication message from %s (%s)",
-                      ep->base.peer, strata_strerror(st));
+            util_error("verbs: malformed authentication message from %s (%s)",
+                       ep->base.peer, strata_strerror(st));
         else if (!ep->client)
-            eng_error("verbs: %s failed authentication (its job secret "
-                      "differs); disconnected",
-                      ep->base.peer);
+            util_error("verbs: %s failed authentication (its job secret "
+                       "differs); disconnected",
+                       ep->base.peer);
         else
-            eng_error("verbs: %s %s (STRATA_JOB_SECRET differs between the "
-                      "peers)",
-                      ep->base.peer,
-                      ep->hs_rx == 1 ? "does not prove the job secret"
-                                     : "refused our job secret");
+            util_error("verbs: %s %s (STRATA_JOB_SECRET differs between the "
+                       "peers)",
+                       ep->base.peer,
+                       ep->hs_rx == 1 ? "does not prove the job secret"
+                                      : "refused our job secret");
         if (!ep->client && out_len) { /* tell it, then drop it */
             ep->hs = TP_VERBS_HS_REFUSED;
             tp_verbs_hs_send(ep, TP_VERBS_MSG_AUTH, out, out_len);

@@ -37,8 +37,8 @@ static struct ibv_mr *tp_verbs_ibv_reg(tp_verbs_ctx_t *c, void *addr,
     char hint[192] = "";
     if (err == ENOMEM || err == EAGAIN)
         tp_verbs_memlock_hint(hint, sizeof(hint));
-    eng_error("verbs: ibv_reg_mr of %zu bytes at %p on %s failed: %s%s", len,
-              addr, c->dev_name, strerror(err), hint);
+    util_error("verbs: ibv_reg_mr of %zu bytes at %p on %s failed: %s%s", len,
+               addr, c->dev_name, strerror(err), hint);
     *st_out = err == ENOMEM ? STRATA_ERR_NOMEM : STRATA_ERR_IO;
     return NULL;
 }
@@ -75,8 +75,8 @@ static void tp_verbs_dereg(void *arg, tp_verbs_reg_t *reg)
     tp_verbs_ctx_t *c = arg;
     int err = ibv_dereg_mr(reg->handle);
     if (err)
-        eng_warn("verbs: ibv_dereg_mr on %s failed: %s", c->dev_name,
-                 strerror(err));
+        util_warn("verbs: ibv_dereg_mr on %s failed: %s", c->dev_name,
+                  strerror(err));
 }
 
 strata_status_t tp_verbs_mem_init(tp_verbs_ctx_t *c)
@@ -88,10 +88,10 @@ strata_status_t tp_verbs_mem_init(tp_verbs_ctx_t *c)
 
 void tp_verbs_mem_fini(tp_verbs_ctx_t *c)
 {
-    tp_list_t *pos, *tmp; /* tp_close closes what is still open */
-    tp_list_for_each_safe(pos, tmp, &c->mrs)
-        tp_verbs_mr_dereg(&tp_container_of(pos, tp_verbs_mr_t, link)->base);
-    eng_arena_destroy(c->arena);
+    util_list_t *pos, *tmp; /* tp_close closes what is still open */
+    util_list_for_each_safe(pos, tmp, &c->mrs)
+        tp_verbs_mr_dereg(&util_container_of(pos, tp_verbs_mr_t, link)->base);
+    util_arena_destroy(c->arena);
     c->arena = NULL;
     if (c->rcache.ops.reg)
         tp_verbs_rcache_fini(&c->rcache);
@@ -122,23 +122,23 @@ static strata_status_t tp_verbs_arena_get(tp_verbs_ctx_t *c, size_t len,
                                           tp_verbs_reg_t **reg_out)
 {
     if (!c->arena) {
-        eng_arena_hooks_t hooks = {tp_verbs_chunk_added, tp_verbs_chunk_removed,
-                                   c};
-        if (eng_arena_create(&hooks, TP_VERBS_ARENA_CHUNK, &c->arena) !=
+        util_arena_hooks_t hooks = {tp_verbs_chunk_added,
+                                    tp_verbs_chunk_removed, c};
+        if (util_arena_create(&hooks, TP_VERBS_ARENA_CHUNK, &c->arena) !=
             STRATA_OK)
             return STRATA_ERR_NOMEM;
     }
-    void *p = eng_arena_alloc(c->arena, len >= 4096 ? 4096 : 64, len);
+    void *p = util_arena_alloc(c->arena, len >= 4096 ? 4096 : 64, len);
     if (!p) {
-        eng_error("verbs: cannot allocate %zu bytes of registered memory on "
-                  "%s",
-                  len, c->dev_name);
+        util_error("verbs: cannot allocate %zu bytes of registered memory on "
+                   "%s",
+                   len, c->dev_name);
         return STRATA_ERR_NOMEM;
     }
     strata_status_t st =
         tp_verbs_rcache_get(&c->rcache, p, len, TP_ACCESS_LOCAL, reg_out);
     if (st != STRATA_OK) {
-        eng_arena_free(c->arena, p);
+        util_arena_free(c->arena, p);
         return st;
     }
     *addr_out = p;
@@ -154,7 +154,7 @@ strata_status_t tp_verbs_block_alloc(tp_verbs_ctx_t *c, size_t len,
 void tp_verbs_block_free(tp_verbs_ctx_t *c, void *addr, tp_verbs_reg_t *reg)
 {
     tp_verbs_rcache_put(&c->rcache, reg);
-    eng_arena_free(c->arena, addr);
+    util_arena_free(c->arena, addr);
 }
 
 /* ---- regions ---- */
@@ -164,15 +164,15 @@ static strata_status_t tp_verbs_mr_new(tp_verbs_ctx_t *c, void *addr,
                                        tp_verbs_reg_t *reg, bool from_arena,
                                        tp_mr_t **mr_out)
 {
-    tp_verbs_mr_t *mr = eng_calloc(1, sizeof(*mr));
+    tp_verbs_mr_t *mr = util_calloc(1, sizeof(*mr));
     if (!mr) {
-        eng_error("verbs: out of memory for a region");
+        util_error("verbs: out of memory for a region");
         return STRATA_ERR_NOMEM;
     }
     mr->base = (tp_mr_t){&c->base, addr, len, access};
     mr->reg = reg;
     mr->from_arena = from_arena;
-    tp_list_add_tail(&c->mrs, &mr->link);
+    util_list_add_tail(&c->mrs, &mr->link);
     *mr_out = &mr->base;
     return STRATA_OK;
 }
@@ -217,13 +217,13 @@ void tp_verbs_mr_dereg(tp_mr_t *base)
     while (mr->exports)
         tp_verbs_unexport(mr->exports, true);
     if (mr->exact && ibv_dereg_mr(mr->exact))
-        eng_warn("verbs: ibv_dereg_mr on %s failed: %s", c->dev_name,
-                 strerror(errno));
+        util_warn("verbs: ibv_dereg_mr on %s failed: %s", c->dev_name,
+                  strerror(errno));
     tp_verbs_rcache_put(&c->rcache, mr->reg);
     if (mr->from_arena)
-        eng_arena_free(c->arena, base->addr);
-    tp_list_del(&mr->link);
-    eng_free(mr);
+        util_arena_free(c->arena, base->addr);
+    util_list_del(&mr->link);
+    util_free(mr);
 }
 
 /* ---- exports ---- */
@@ -232,8 +232,8 @@ static void tp_verbs_export_free(tp_verbs_export_t *x, unsigned nmw)
 {
     for (unsigned q = 0; q < nmw; q++)
         if (x->mw[q] && ibv_dealloc_mw(x->mw[q]))
-            eng_warn("verbs: ibv_dealloc_mw failed: %s", strerror(errno));
-    eng_free(x);
+            util_warn("verbs: ibv_dealloc_mw failed: %s", strerror(errno));
+    util_free(x);
 }
 
 /* Unbinds the windows and forgets the export; tell: let the peer forget
@@ -263,14 +263,14 @@ void tp_verbs_exports_drop(tp_verbs_ep_t *ep)
     while (ep->exports)
         tp_verbs_unexport(ep->exports, false);
     if (ep->inbox_mw && ibv_dealloc_mw(ep->inbox_mw))
-        eng_warn("verbs: ibv_dealloc_mw failed: %s", strerror(errno));
+        util_warn("verbs: ibv_dealloc_mw failed: %s", strerror(errno));
     ep->inbox_mw = NULL;
     if (ep->inbox_mr && ibv_dereg_mr(ep->inbox_mr))
-        eng_warn("verbs: ibv_dereg_mr failed: %s", strerror(errno));
+        util_warn("verbs: ibv_dereg_mr failed: %s", strerror(errno));
     ep->inbox_mr = NULL;
     for (uint32_t i = 0; i < ep->npeer_exports; i++)
-        eng_free(ep->peer_exports[i].rkey);
-    eng_free(ep->peer_exports);
+        util_free(ep->peer_exports[i].rkey);
+    util_free(ep->peer_exports);
     ep->peer_exports = NULL;
     ep->npeer_exports = ep->peer_exports_cap = 0;
 }
@@ -280,10 +280,10 @@ static tp_verbs_export_t *tp_verbs_export_new(tp_verbs_mr_t *mr,
 {
     unsigned n = ep->nqps;
     tp_verbs_export_t *x =
-        eng_calloc(1, sizeof(*x) + n * (sizeof(*x->mw) + sizeof(*x->rkey)));
+        util_calloc(1, sizeof(*x) + n * (sizeof(*x->mw) + sizeof(*x->rkey)));
     if (!x) {
-        eng_error("verbs: out of memory exporting a region to %s",
-                  ep->base.peer);
+        util_error("verbs: out of memory exporting a region to %s",
+                   ep->base.peer);
         return NULL;
     }
     x->mw = (struct ibv_mw **)(x + 1);
@@ -306,8 +306,8 @@ static strata_status_t tp_verbs_export_bind(tp_verbs_ctx_t *c,
     for (unsigned q = 0; q < ep->nqps; q++) {
         x->mw[q] = ibv_alloc_mw(c->pd, IBV_MW_TYPE_2);
         if (!x->mw[q]) {
-            eng_error("verbs: ibv_alloc_mw on %s failed: %s", c->dev_name,
-                      strerror(errno));
+            util_error("verbs: ibv_alloc_mw on %s failed: %s", c->dev_name,
+                       strerror(errno));
             return STRATA_ERR_NOMEM;
         }
         strata_status_t st = tp_verbs_post_bind(
@@ -335,8 +335,8 @@ strata_status_t tp_verbs_mr_export(tp_mr_t *base, tp_ep_t *ep_base,
         return STRATA_OK;
     }
     if (ep->state != TP_VERBS_EP_CONNECTED) {
-        eng_error("verbs: tp_mr_export to %s: the endpoint is not connected",
-                  ep->base.peer);
+        util_error("verbs: tp_mr_export to %s: the endpoint is not connected",
+                   ep->base.peer);
         return STRATA_ERR_STATE;
     }
     tp_verbs_export_t *x = mr->exports;
@@ -403,7 +403,7 @@ void tp_verbs_peer_export_add(tp_verbs_ep_t *ep, const uint8_t *msg,
                               uint32_t len)
 {
     if (len != 4u * ep->nqps || ep->nqps < 2) {
-        eng_error("verbs: malformed EXPORT message from %s", ep->base.peer);
+        util_error("verbs: malformed EXPORT message from %s", ep->base.peer);
         tp_verbs_ep_fail(ep, STRATA_ERR_PROTO);
         return;
     }
@@ -412,18 +412,18 @@ void tp_verbs_peer_export_add(tp_verbs_ep_t *ep, const uint8_t *msg,
     uint32_t id = le32toh(w[0]), i = tp_verbs_peer_export_pos(ep, id);
     if (i < ep->npeer_exports && ep->peer_exports[i].id == id)
         return;
-    uint32_t *rkey = eng_malloc(4u * ep->nqps);
+    uint32_t *rkey = util_malloc(4u * ep->nqps);
     if (ep->npeer_exports == ep->peer_exports_cap) {
         uint32_t cap = ep->peer_exports_cap ? 2 * ep->peer_exports_cap : 16;
         tp_verbs_peer_export_t *t =
-            eng_realloc(ep->peer_exports, cap * sizeof(*t));
+            util_realloc(ep->peer_exports, cap * sizeof(*t));
         if (t) {
             ep->peer_exports = t;
             ep->peer_exports_cap = cap;
         }
     }
     if (!rkey || ep->npeer_exports == ep->peer_exports_cap) {
-        eng_free(rkey); /* writes to it just do not stripe */
+        util_free(rkey); /* writes to it just do not stripe */
         return;
     }
     rkey[0] = 0;
@@ -446,7 +446,7 @@ void tp_verbs_peer_export_remove(tp_verbs_ep_t *ep, const uint8_t *msg,
     uint32_t i = tp_verbs_peer_export_pos(ep, id);
     if (i >= ep->npeer_exports || ep->peer_exports[i].id != id)
         return;
-    eng_free(ep->peer_exports[i].rkey);
+    util_free(ep->peer_exports[i].rkey);
     memmove(ep->peer_exports + i, ep->peer_exports + i + 1,
             (ep->npeer_exports - i - 1) * sizeof(*ep->peer_exports));
     ep->npeer_exports--;
@@ -470,8 +470,8 @@ strata_status_t tp_verbs_inbox_open(tp_verbs_ep_t *ep)
     }
     ep->inbox_mw = ibv_alloc_mw(c->pd, IBV_MW_TYPE_2);
     if (!ep->inbox_mw) {
-        eng_error("verbs: ibv_alloc_mw on %s failed: %s", c->dev_name,
-                  strerror(errno));
+        util_error("verbs: ibv_alloc_mw on %s failed: %s", c->dev_name,
+                   strerror(errno));
         return STRATA_ERR_NOMEM;
     }
     return tp_verbs_post_bind(&ep->qps[0], ep->inbox_mw, ep->inbox_mr, 0,

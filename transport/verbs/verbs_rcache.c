@@ -18,14 +18,14 @@ void tp_verbs_rcache_fini(tp_verbs_rcache_t *rc)
 {
     for (size_t i = 0; i < rc->n; i++) {
         tp_verbs_reg_t *r = rc->regs[i];
-        eng_warn("verbs: registration %#lx+%lu still has %u references at "
-                 "close; released",
-                 (unsigned long)r->start, (unsigned long)(r->end - r->start),
-                 r->refs);
+        util_warn("verbs: registration %#lx+%lu still has %u references at "
+                  "close; released",
+                  (unsigned long)r->start, (unsigned long)(r->end - r->start),
+                  r->refs);
         rc->ops.dereg(rc->ops.arg, r);
-        eng_free(r);
+        util_free(r);
     }
-    eng_free(rc->regs);
+    util_free(rc->regs);
     memset(rc, 0, sizeof(*rc));
 }
 
@@ -62,11 +62,11 @@ static strata_status_t tp_verbs_rcache_insert(tp_verbs_rcache_t *rc,
 {
     if (rc->n == rc->cap) {
         size_t cap = rc->cap ? 2 * rc->cap : 16;
-        tp_verbs_reg_t **regs = eng_realloc(rc->regs, cap * sizeof(*regs));
+        tp_verbs_reg_t **regs = util_realloc(rc->regs, cap * sizeof(*regs));
         if (!regs) {
-            eng_error("verbs: out of memory growing the registration cache "
-                      "to %zu entries",
-                      cap);
+            util_error("verbs: out of memory growing the registration cache "
+                       "to %zu entries",
+                       cap);
             return STRATA_ERR_NOMEM;
         }
         rc->regs = regs;
@@ -107,9 +107,9 @@ strata_status_t tp_verbs_rcache_get(tp_verbs_rcache_t *rc, void *addr,
         *reg_out = r;
         return STRATA_OK;
     }
-    r = eng_calloc(1, sizeof(*r));
+    r = util_calloc(1, sizeof(*r));
     if (!r) {
-        eng_error("verbs: out of memory for a registration entry");
+        util_error("verbs: out of memory for a registration entry");
         return STRATA_ERR_NOMEM;
     }
     r->start = start;
@@ -129,7 +129,7 @@ strata_status_t tp_verbs_rcache_get(tp_verbs_rcache_t *rc, void *addr,
 dereg:
     rc->ops.dereg(rc->ops.arg, r);
 free_reg:
-    eng_free(r);
+    util_free(r);
     return st;
 }
 
@@ -146,5 +146,5 @@ void tp_verbs_rcache_put(tp_verbs_rcache_t *rc, tp_verbs_reg_t *reg)
         }
     }
     rc->ops.dereg(rc->ops.arg, reg);
-    eng_free(reg);
+    util_free(reg);
 }

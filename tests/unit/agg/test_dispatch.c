@@ -15,10 +15,10 @@
 static int errors;
 static char last_error[512];
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg;
-    if (level == ENG_LOG_ERROR) {
+    if (level == UTIL_LOG_ERROR) {
         errors++;
         snprintf(last_error, sizeof(last_error), "%s", line);
     }
@@ -29,7 +29,7 @@ static int setup(void **state)
     (void)state;
     errors = 0;
     last_error[0] = '\0';
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     return 0;
 }
 
@@ -37,7 +37,7 @@ static int teardown(void **state)
 {
     (void)state;
     agg_cpu_mask(0);
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     return 0;
 }
 

@@ -233,10 +233,10 @@ static void sixteen_bit_rounding_sweep(void **state)
 static int errors;
 static char last_error[512];
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg;
-    if (level == ENG_LOG_ERROR) {
+    if (level == UTIL_LOG_ERROR) {
         errors++;
         snprintf(last_error, sizeof(last_error), "%s", line);
     }
@@ -308,7 +308,7 @@ static void bad_arguments(void **state)
     (void)state;
     float x = 1, y = 2;
     const void *srcs[STRATA_REDUCE_MAX_SOURCES + 1] = {&x, &x, NULL};
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     struct {
         strata_status_t st;
         const char *want;
@@ -333,7 +333,7 @@ static void bad_arguments(void **state)
     assert_int_equal(strata_reduce(STRATA_FP16, NULL, srcs, 2, 0, 1.0),
                      STRATA_OK);
     assert_true(y == 2.0f);
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
 }
 
 int main(void)

@@ -228,10 +228,10 @@ static void fused_update_over_a_pool(void **state)
 
 static int errors;
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg, (void)line;
-    errors += level == ENG_LOG_ERROR;
+    errors += level == UTIL_LOG_ERROR;
 }
 
 static void bad_arguments(void **state)
@@ -240,7 +240,7 @@ static void bad_arguments(void **state)
     float w = 1, g = 1;
     double d = 1;
     strata_sgd_t p = {.lr = 1, .momentum = 0.9f, .grad_scale = 1};
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     assert_int_equal(strata_sgd_update(&p, STRATA_FP32, &w, NULL, &g, 1),
                      STRATA_ERR_INVALID);
     assert_int_equal(strata_sgd_update(NULL, STRATA_FP32, &w, &w, &g, 1),
@@ -260,7 +260,7 @@ static void bad_arguments(void **state)
         STRATA_ERR_INVALID);
     assert_int_equal(errors, 7);
     assert_true(w == 1.0f);
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
 }
 
 int main(void)

@@ -23,12 +23,12 @@ typedef struct errors {
 static errors_t errs;
 static char conf_path[64];
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg;
-    if (level == ENG_LOG_ERROR && errs.count < 8)
+    if (level == UTIL_LOG_ERROR && errs.count < 8)
         strncpy(errs.lines[errs.count], line, sizeof(errs.lines[0]) - 1);
-    errs.count += level == ENG_LOG_ERROR;
+    errs.count += level == UTIL_LOG_ERROR;
 }
 
 /* Each test starts with no STRATA_* variable, whatever ran before. */
@@ -52,14 +52,14 @@ static int setup(void **state)
     (void)state;
     clear_strata_env();
     memset(&errs, 0, sizeof(errs));
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     clear_strata_env();
     if (conf_path[0])
         unlink(conf_path);

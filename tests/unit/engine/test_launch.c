@@ -15,10 +15,10 @@
 
 static char last_error[1024];
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg;
-    if (level == ENG_LOG_ERROR)
+    if (level == UTIL_LOG_ERROR)
         snprintf(last_error, sizeof(last_error), "%s", line);
 }
 
@@ -50,13 +50,13 @@ static int setup(void **state)
     for (size_t i = 0; i < sizeof(launcher_vars) / sizeof(*launcher_vars); i++)
         unsetenv(launcher_vars[i]);
     last_error[0] = '\0';
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     return setup(state);
 }
 

@@ -11,7 +11,7 @@
 #include "engine/layout.h"
 #include "util/log.h"
 
-static void quiet(void *arg, eng_log_level_t level, const char *line)
+static void quiet(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg, (void)level, (void)line;
 }
@@ -205,7 +205,7 @@ static void mismatch_names_first_difference(void **state)
 static void bad_descriptions_are_refused(void **state)
 {
     (void)state;
-    eng_log_set_sink(quiet, NULL);
+    util_log_set_sink(quiet, NULL);
     eng_tensor_desc_t t[] = {desc("", STRATA_FP32, 1)};
     eng_layout_t *l;
     assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
@@ -215,7 +215,7 @@ static void bad_descriptions_are_refused(void **state)
     assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
     t[0] = desc("x", STRATA_FP32, UINT64_MAX / 2);
     assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
 }
 
 int main(void)

@@ -13,10 +13,10 @@
 
 static char last_error[1024];
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg;
-    if (level == ENG_LOG_ERROR)
+    if (level == UTIL_LOG_ERROR)
         strncpy(last_error, line, sizeof(last_error) - 1);
 }
 
@@ -69,14 +69,14 @@ static void ssp_and_asp_are_groups_per_worker(void **state)
 static void sum_only_needs_bsp(void **state)
 {
     (void)state;
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     eng_policy_t *p = make("bsp", NULL, "sum", 2, STRATA_OK);
     assert_true(p->sum_only);
     assert_true(eng_policy_scale(p, 2, 2, 0, 0) == 1.0);
     eng_policy_free(p);
     make("ssp", NULL, "sum", 2, STRATA_ERR_CONFIG);
     assert_non_null(strstr(last_error, "STRATA_OPTIMIZER=sum"));
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
 }
 
 /* A policy from KEY=VALUE settings. */
@@ -136,7 +136,7 @@ static void rounds_average_deltas(void **state)
 static void gdtopk_needs_gssp(void **state)
 {
     (void)state;
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     eng_config_t *cfg;
     assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
     assert_int_equal(eng_config_set(cfg, "GDTOPK", "1"), STRATA_OK);
@@ -144,7 +144,7 @@ static void gdtopk_needs_gssp(void **state)
     assert_int_equal(eng_policy_create(cfg, 2, &p), STRATA_ERR_CONFIG);
     assert_non_null(strstr(last_error, "STRATA_GDTOPK=1 needs"));
     eng_config_free(cfg);
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
 }
 
 int main(void)

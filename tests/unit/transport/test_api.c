@@ -13,24 +13,24 @@
 
 static char last_error[1024];
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg;
-    if (level == ENG_LOG_ERROR)
+    if (level == UTIL_LOG_ERROR)
         snprintf(last_error, sizeof(last_error), "%s", line);
 }
 
 static int setup(void **state)
 {
     (void)state;
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     return 0;
 }
 

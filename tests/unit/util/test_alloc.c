@@ -60,51 +60,51 @@ static int inside_one_chunk(const chunks_t *ch, const void *p, size_t len)
 static void plain_allocations(void **state)
 {
     (void)state;
-    char *p = eng_malloc(100);
+    char *p = util_malloc(100);
     assert_non_null(p);
     memset(p, 1, 100);
-    p = eng_realloc(p, 100000);
+    p = util_realloc(p, 100000);
     assert_non_null(p);
     assert_int_equal(p[99], 1);
-    eng_free(p);
+    util_free(p);
 
-    uint8_t *z = eng_calloc(1000, 8);
+    uint8_t *z = util_calloc(1000, 8);
     assert_non_null(z);
     for (int i = 0; i < 8000; i++)
         assert_int_equal(z[i], 0);
-    eng_free(z);
+    util_free(z);
 
-    void *a = eng_aligned_alloc(4096, 10);
+    void *a = util_aligned_alloc(4096, 10);
     assert_non_null(a);
     assert_int_equal((uintptr_t)a % 4096, 0);
-    eng_free(a);
-    assert_null(eng_aligned_alloc(3, 10));
-    assert_null(eng_calloc(SIZE_MAX / 2, 4)); /* overflow, not wrap */
+    util_free(a);
+    assert_null(util_aligned_alloc(3, 10));
+    assert_null(util_calloc(SIZE_MAX / 2, 4)); /* overflow, not wrap */
 
-    void *zero = eng_malloc(0);
+    void *zero = util_malloc(0);
     assert_non_null(zero);
-    eng_free(zero);
-    eng_free(NULL);
+    util_free(zero);
+    util_free(NULL);
 
-    char *d = eng_strdup("strata");
+    char *d = util_strdup("strata");
     assert_string_equal(d, "strata");
-    eng_free(d);
+    util_free(d);
 }
 
 static void arena_memory_lies_in_announced_chunks(void **state)
 {
     (void)state;
     chunks_t ch = {0};
-    eng_arena_hooks_t hooks = {chunk_added, chunk_removed, &ch};
-    eng_arena_t *arena;
-    assert_int_equal(eng_arena_create(&hooks, 4u << 20, &arena), STRATA_OK);
+    util_arena_hooks_t hooks = {chunk_added, chunk_removed, &ch};
+    util_arena_t *arena;
+    assert_int_equal(util_arena_create(&hooks, 4u << 20, &arena), STRATA_OK);
 
     enum { N = 200 };
     void *ptrs[N];
     size_t sizes[N];
     for (int i = 0; i < N; i++) {
         sizes[i] = (size_t)(i % 7 == 0 ? 300000 : 64 + 37 * i);
-        ptrs[i] = eng_arena_alloc(arena, 64, sizes[i]);
+        ptrs[i] = util_arena_alloc(arena, 64, sizes[i]);
         assert_non_null(ptrs[i]);
         assert_int_equal((uintptr_t)ptrs[i] % 64, 0);
         memset(ptrs[i], (int)i, sizes[i]);
@@ -113,18 +113,18 @@ static void arena_memory_lies_in_announced_chunks(void **state)
     /* Few, large registrations: not one per allocation. */
     assert_true(ch.added >= 1 && ch.added <= 4);
     for (int i = 0; i < N; i += 2)
-        eng_arena_free(arena, ptrs[i]);
-    void *again = eng_arena_alloc(arena, 4096, 1u << 20);
+        util_arena_free(arena, ptrs[i]);
+    void *again = util_arena_alloc(arena, 4096, 1u << 20);
     assert_non_null(again);
     assert_true(inside_one_chunk(&ch, again, 1u << 20));
 
     /* Larger than a chunk: a chunk of its own. */
-    void *huge = eng_arena_alloc(arena, 64, 40u << 20);
+    void *huge = util_arena_alloc(arena, 64, 40u << 20);
     assert_non_null(huge);
     assert_true(inside_one_chunk(&ch, huge, 40u << 20));
 
     int added = ch.added;
-    eng_arena_destroy(arena);
+    util_arena_destroy(arena);
     assert_int_equal(ch.removed, added);
 }
 
@@ -132,19 +132,19 @@ static void refused_chunk_fails_the_allocation(void **state)
 {
     (void)state;
     chunks_t ch = {.limit = 1};
-    eng_arena_hooks_t hooks = {chunk_added, chunk_removed, &ch};
-    eng_arena_t *arena;
-    assert_int_equal(eng_arena_create(&hooks, 0, &arena), STRATA_OK);
-    assert_non_null(eng_arena_alloc(arena, 64, 1000));  /* first chunk */
-    assert_null(eng_arena_alloc(arena, 64, 64u << 20)); /* needs another */
-    eng_arena_destroy(arena);
+    util_arena_hooks_t hooks = {chunk_added, chunk_removed, &ch};
+    util_arena_t *arena;
+    assert_int_equal(util_arena_create(&hooks, 0, &arena), STRATA_OK);
+    assert_non_null(util_arena_alloc(arena, 64, 1000));  /* first chunk */
+    assert_null(util_arena_alloc(arena, 64, 64u << 20)); /* needs another */
+    util_arena_destroy(arena);
     assert_int_equal(ch.removed, ch.added);
 
     /* jemalloc's own metadata comes from the first chunk: refusing it
      * fails the creation, cleanly. */
     chunks_t none = {.limit = -1};
     hooks.ctx = &none;
-    assert_int_equal(eng_arena_create(&hooks, 0, &arena), STRATA_ERR_NOMEM);
+    assert_int_equal(util_arena_create(&hooks, 0, &arena), STRATA_ERR_NOMEM);
     assert_int_equal(none.added, 0);
 }
 

@@ -12,11 +12,11 @@
 
 typedef struct captured {
     int count;
-    eng_log_level_t level;
+    util_log_level_t level;
     char line[4096];
 } captured_t;
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     captured_t *c = arg;
     c->count++;
@@ -28,8 +28,8 @@ static int setup(void **state)
 {
     static captured_t c;
     memset(&c, 0, sizeof(c));
-    eng_log_set_sink(capture, &c);
-    eng_log_set_rank(-1);
+    util_log_set_sink(capture, &c);
+    util_log_set_rank(-1);
     *state = &c;
     return 0;
 }
@@ -37,7 +37,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     return 0;
 }
 
@@ -54,24 +54,24 @@ static void assert_matches(const char *text, const char *pattern)
 static void levels_filter(void **state)
 {
     captured_t *c = *state;
-    eng_log_set_level(ENG_LOG_WARN);
-    eng_info("hidden");
-    eng_debug("hidden");
+    util_log_set_level(UTIL_LOG_WARN);
+    util_info("hidden");
+    util_debug("hidden");
     assert_int_equal(c->count, 0);
-    eng_warn("shown");
-    eng_error("shown");
+    util_warn("shown");
+    util_error("shown");
     assert_int_equal(c->count, 2);
-    eng_log_set_level(ENG_LOG_TRACE);
-    eng_trace("shown");
+    util_log_set_level(UTIL_LOG_TRACE);
+    util_trace("shown");
     assert_int_equal(c->count, 3);
-    assert_int_equal(c->level, ENG_LOG_TRACE);
+    assert_int_equal(c->level, UTIL_LOG_TRACE);
 }
 
 static void line_format(void **state)
 {
     captured_t *c = *state;
-    eng_log_set_level(ENG_LOG_INFO);
-    eng_info("hello %d", 42);
+    util_log_set_level(UTIL_LOG_INFO);
+    util_info("hello %d", 42);
     assert_matches(c->line, "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:"
                             "[0-9]{2}\\.[0-9]{6}Z strata\\[[0-9]+\\] INFO  "
                             "tests/unit/util/test_log\\.c:[0-9]+: hello 42$");
@@ -80,22 +80,22 @@ static void line_format(void **state)
 static void rank_once_known(void **state)
 {
     captured_t *c = *state;
-    eng_log_set_level(ENG_LOG_INFO);
-    eng_log_set_rank(7);
-    eng_error("boom");
+    util_log_set_level(UTIL_LOG_INFO);
+    util_log_set_rank(7);
+    util_error("boom");
     assert_matches(c->line, " strata\\[[0-9]+\\] rank 7 ERROR ");
 }
 
 static void one_line_per_message(void **state)
 {
     captured_t *c = *state;
-    eng_log_set_level(ENG_LOG_INFO);
-    eng_error("two\nlines");
+    util_log_set_level(UTIL_LOG_INFO);
+    util_error("two\nlines");
     assert_null(strchr(c->line, '\n'));
     char big[8192];
     memset(big, 'x', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
-    eng_error("%s", big);
+    util_error("%s", big);
     assert_int_equal(c->count, 2);
     assert_null(strchr(c->line, '\n'));
     assert_true(strlen(c->line) > 1000);
@@ -105,14 +105,14 @@ static void level_from_environment(void **state)
 {
     captured_t *c = *state;
     setenv("STRATA_LOG", "debug", 1);
-    atomic_store(&eng_log_threshold, -1); /* as before the first message */
-    eng_trace("hidden");
-    eng_debug("shown");
+    atomic_store(&util_log_threshold, -1); /* as before the first message */
+    util_trace("hidden");
+    util_debug("shown");
     assert_int_equal(c->count, 1);
     setenv("STRATA_LOG", "nonsense", 1); /* falls back to warn */
-    atomic_store(&eng_log_threshold, -1);
-    eng_info("hidden");
-    eng_warn("shown");
+    atomic_store(&util_log_threshold, -1);
+    util_info("hidden");
+    util_warn("shown");
     assert_int_equal(c->count, 2);
     unsetenv("STRATA_LOG");
 }
@@ -120,11 +120,11 @@ static void level_from_environment(void **state)
 static void parse_levels(void **state)
 {
     (void)state;
-    assert_int_equal(eng_log_parse_level("error"), ENG_LOG_ERROR);
-    assert_int_equal(eng_log_parse_level("WARN"), ENG_LOG_WARN);
-    assert_int_equal(eng_log_parse_level("trace"), ENG_LOG_TRACE);
-    assert_int_equal(eng_log_parse_level("loud"), -1);
-    assert_int_equal(eng_log_parse_level(NULL), -1);
+    assert_int_equal(util_log_parse_level("error"), UTIL_LOG_ERROR);
+    assert_int_equal(util_log_parse_level("WARN"), UTIL_LOG_WARN);
+    assert_int_equal(util_log_parse_level("trace"), UTIL_LOG_TRACE);
+    assert_int_equal(util_log_parse_level("loud"), -1);
+    assert_int_equal(util_log_parse_level(NULL), -1);
 }
 
 int main(void)

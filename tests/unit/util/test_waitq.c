@@ -16,24 +16,24 @@
 static void a_gate_only_grows(void **state)
 {
     (void)state;
-    eng_gate_t g;
-    eng_gate_init(&g, 5);
-    assert_int_equal(eng_gate_load(&g), 5);
-    assert_int_equal(eng_gate_raise(&g, 3), 5);
-    assert_int_equal(eng_gate_raise(&g, 9), 9);
-    assert_int_equal(eng_gate_load(&g), 9);
-    assert_int_equal(eng_gate_wait(&g, 9, 0), STRATA_OK);
-    assert_int_equal(eng_gate_wait(&g, 10, 0), STRATA_ERR_TIMEOUT);
+    util_gate_t g;
+    util_gate_init(&g, 5);
+    assert_int_equal(util_gate_load(&g), 5);
+    assert_int_equal(util_gate_raise(&g, 3), 5);
+    assert_int_equal(util_gate_raise(&g, 9), 9);
+    assert_int_equal(util_gate_load(&g), 9);
+    assert_int_equal(util_gate_wait(&g, 9, 0), STRATA_OK);
+    assert_int_equal(util_gate_wait(&g, 10, 0), STRATA_ERR_TIMEOUT);
 }
 
 static void a_wait_times_out(void **state)
 {
     (void)state;
-    eng_gate_t g;
-    eng_gate_init(&g, 0);
+    util_gate_t g;
+    util_gate_init(&g, 0);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    assert_int_equal(eng_gate_wait(&g, 1, 30), STRATA_ERR_TIMEOUT);
+    assert_int_equal(util_gate_wait(&g, 1, 30), STRATA_ERR_TIMEOUT);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double ms = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6;
     assert_true(ms >= 29.0);
@@ -43,27 +43,27 @@ static void *fail_later(void *arg)
 {
     struct timespec d = {0, 20 * 1000 * 1000};
     nanosleep(&d, NULL);
-    eng_gate_fail(arg, STRATA_ERR_PEER);
+    util_gate_fail(arg, STRATA_ERR_PEER);
     return NULL;
 }
 
 static void a_failed_gate_ends_every_wait(void **state)
 {
     (void)state;
-    eng_gate_t g;
-    eng_gate_init(&g, 0);
+    util_gate_t g;
+    util_gate_init(&g, 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, fail_later, &g), 0);
-    assert_int_equal(eng_gate_wait(&g, 1, WAIT_MS), STRATA_ERR_PEER);
+    assert_int_equal(util_gate_wait(&g, 1, WAIT_MS), STRATA_ERR_PEER);
     pthread_join(th, NULL);
-    assert_int_equal(eng_gate_wait(&g, 1, WAIT_MS), STRATA_ERR_PEER);
-    assert_int_equal(eng_gate_wait(&g, 0, WAIT_MS), STRATA_OK); /* reached */
+    assert_int_equal(util_gate_wait(&g, 1, WAIT_MS), STRATA_ERR_PEER);
+    assert_int_equal(util_gate_wait(&g, 0, WAIT_MS), STRATA_OK); /* reached */
 }
 
 #define ROUNDS 20000
 
 typedef struct pingpong {
-    eng_gate_t ping, pong;
+    util_gate_t ping, pong;
     strata_status_t st;
 } pingpong_t;
 
@@ -71,12 +71,12 @@ static void *ponger(void *arg)
 {
     pingpong_t *p = arg;
     for (int64_t i = 1; i <= ROUNDS; i++) {
-        strata_status_t st = eng_gate_wait(&p->ping, i, WAIT_MS);
+        strata_status_t st = util_gate_wait(&p->ping, i, WAIT_MS);
         if (st != STRATA_OK) {
             p->st = st;
             return NULL;
         }
-        eng_gate_raise(&p->pong, i);
+        util_gate_raise(&p->pong, i);
     }
     return NULL;
 }
@@ -85,13 +85,13 @@ static void ping_pong_loses_no_wake_up(void **state)
 {
     (void)state;
     pingpong_t p = {.st = STRATA_OK};
-    eng_gate_init(&p.ping, 0);
-    eng_gate_init(&p.pong, 0);
+    util_gate_init(&p.ping, 0);
+    util_gate_init(&p.pong, 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, ponger, &p), 0);
     for (int64_t i = 1; i <= ROUNDS; i++) {
-        eng_gate_raise(&p.ping, i);
-        assert_int_equal(eng_gate_wait(&p.pong, i, WAIT_MS), STRATA_OK);
+        util_gate_raise(&p.ping, i);
+        assert_int_equal(util_gate_wait(&p.pong, i, WAIT_MS), STRATA_OK);
     }
     pthread_join(th, NULL);
     assert_int_equal(p.st, STRATA_OK);

@@ -18,10 +18,10 @@
 static char root[64];
 static char last_error[1024];
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg;
-    if (level == ENG_LOG_ERROR)
+    if (level == UTIL_LOG_ERROR)
         snprintf(last_error, sizeof(last_error), "%s", line);
 }
 
@@ -82,14 +82,14 @@ static int setup(void **state)
     snprintf(root, sizeof(root), "/tmp/strata-sysfs-XXXXXX");
     assert_non_null(mkdtemp(root));
     last_error[0] = '\0';
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
     assert_int_equal(system(cmd), 0);

@@ -52,10 +52,10 @@ static tp_verbs_rcache_t rc;
 static char warnings[8][256];
 static int nwarn;
 
-static void capture(void *arg, eng_log_level_t level, const char *line)
+static void capture(void *arg, util_log_level_t level, const char *line)
 {
     (void)arg;
-    if (level == ENG_LOG_WARN && nwarn < 8)
+    if (level == UTIL_LOG_WARN && nwarn < 8)
         snprintf(warnings[nwarn++], sizeof(warnings[0]), "%s", line);
 }
 
@@ -64,7 +64,7 @@ static int setup(void **state)
     (void)state;
     memset(&dev, 0, sizeof(dev));
     nwarn = 0;
-    eng_log_set_sink(capture, NULL);
+    util_log_set_sink(capture, NULL);
     tp_verbs_rcache_ops_t ops = {fake_reg, fake_dereg, NULL};
     tp_verbs_rcache_init(&rc, &ops, PAGE);
     return 0;
@@ -74,7 +74,7 @@ static int teardown(void **state)
 {
     (void)state;
     tp_verbs_rcache_fini(&rc);
-    eng_log_set_sink(NULL, NULL);
+    util_log_set_sink(NULL, NULL);
     return 0;
 }
 
