@@ -121,11 +121,11 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
             : eng_tracker_record_group_update(ap->tracker, g, NULL, &staleness);
     double scale =
         eng_policy_scale(ctx->policy, u->size, u->n, u->steps, staleness);
-    uint64_t t0 = eng_now_ns();
+    uint64_t t0 = util_now_ns();
     if (st == STRATA_OK)
         st = a->upd.ops->apply(&a->upd, ap->part->dtype, out, ap->momentum,
                                a->srcs, u->n, ap->part->count, scale);
-    uint64_t t1 = eng_now_ns();
+    uint64_t t1 = util_now_ns();
     if (st == STRATA_OK)
         st = worker >= 0
                  ? eng_tracker_advance_worker(ap->tracker, (uint32_t)worker,

@@ -504,7 +504,7 @@ strata_status_t strata_commit(strata_ctx_t *ctx)
         return st;
     }
     ctx->api_pushed_at = pushed_at;
-    ctx->api_step_end_ns = eng_now_ns();
+    ctx->api_step_end_ns = util_now_ns();
     return ctx->policy->ops->rounds ? eng_rounds_create(ctx) : STRATA_OK;
 }
 
@@ -634,7 +634,7 @@ strata_status_t strata_step(strata_ctx_t *ctx)
 {
     strata_request_t *push, *pull;
     if (ctx && ctx->api_pushed_at) /* the step's computation (GSSP speed) */
-        ctx->api_compute_ns += eng_now_ns() - ctx->api_step_end_ns;
+        ctx->api_compute_ns += util_now_ns() - ctx->api_step_end_ns;
     strata_status_t st = strata_push(ctx, NULL, 0, &push);
     if (st != STRATA_OK)
         return st;
@@ -648,7 +648,7 @@ strata_status_t strata_step(strata_ctx_t *ctx)
         eng_req_abandon(push);
     else
         eng_req_put(push);
-    ctx->api_step_end_ns = eng_now_ns();
+    ctx->api_step_end_ns = util_now_ns();
     return st != STRATA_OK ? st : pst;
 }
 

@@ -121,7 +121,8 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
 {
     eng_host_id(ctx->host_id, sizeof(ctx->host_id));
     ctx->coord_peer = (eng_peer_t){.kind = ENG_PEER_COORD, .rank = 0};
-    ctx->join_deadline_ns = eng_now_ns() + (uint64_t)ctx->timeout_ms * 1000000u;
+    ctx->join_deadline_ns =
+        util_now_ns() + (uint64_t)ctx->timeout_ms * 1000000u;
     ctx->join_last_error = STRATA_ERR_TIMEOUT;
     strata_status_t st = tp_open("tcp", ctx->cfg, &ctx->coord_tp);
     if (st == STRATA_OK && ctx->rank == 0)
@@ -178,7 +179,7 @@ static bool eng_read_coord_file(strata_ctx_t *ctx)
  * once connected, the timer stays armed for the deadline. */
 static void eng_boot_later(strata_ctx_t *ctx, bool backoff)
 {
-    uint64_t now = eng_now_ns();
+    uint64_t now = util_now_ns();
     uint64_t left =
         ctx->join_deadline_ns > now ? ctx->join_deadline_ns - now : 0;
     uint64_t delay = left;
@@ -222,7 +223,7 @@ void eng_boot_retry(strata_ctx_t *ctx)
 {
     if (eng_fatal(ctx) || util_gate_load(&ctx->joined) > 0)
         return;
-    if (eng_now_ns() >= ctx->join_deadline_ns) {
+    if (util_now_ns() >= ctx->join_deadline_ns) {
         eng_boot_expired(ctx);
         return;
     }

@@ -47,7 +47,7 @@ void eng_coord_policy_start(strata_ctx_t *ctx)
                  strata_strerror(st));
         return;
     }
-    ctx->tick_at_ns = eng_now_ns() + eng_tick_ns(ctx);
+    ctx->tick_at_ns = util_now_ns() + eng_tick_ns(ctx);
 }
 
 /* ---- dropping ---- */
@@ -101,7 +101,7 @@ void eng_coord_tick(strata_ctx_t *ctx)
                            "silent for longer than STRATA_TIMEOUT_MS plus "
                            "its step");
     }
-    ctx->tick_at_ns = eng_now_ns() + eng_tick_ns(ctx);
+    ctx->tick_at_ns = util_now_ns() + eng_tick_ns(ctx);
 }
 
 /* ---- the State Server ---- */

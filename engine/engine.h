@@ -34,6 +34,7 @@
 #include "engine/policy.h"
 #include "engine/wire.h"
 #include "transport/transport.h"
+#include "util/clock.h"
 #include "util/waitq.h"
 
 /* Data providers, indexed as eng_prov_names. */
@@ -284,8 +285,6 @@ void eng_backlog_drop(strata_ctx_t *ctx, const eng_peer_t *peer);
 /* Complete a request (progress thread). */
 void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
                       strata_status_t status);
-
-uint64_t eng_now_ns(void);
 
 /* Describes a peer for messages: "worker rank 5 (host:port)". */
 const char *eng_peer_str(const eng_peer_t *peer, char *buf, size_t len);

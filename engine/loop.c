@@ -12,7 +12,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "util/alloc.h"
@@ -29,13 +28,6 @@ int eng_prov_index(const char *name)
         if (strcmp(eng_prov_names[i], name) == 0)
             return i;
     return -1;
-}
-
-uint64_t eng_now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 const char *eng_peer_str(const eng_peer_t *peer, char *buf, size_t len)
@@ -141,12 +133,12 @@ void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
     ctx->soon.status = status;
     ctx->soon.file = file;
     ctx->soon.line = line;
-    ctx->soon.at_ns = eng_now_ns() + (uint64_t)grace_ms * 1000000u;
+    ctx->soon.at_ns = util_now_ns() + (uint64_t)grace_ms * 1000000u;
 }
 
 static void eng_fail_soon_due(strata_ctx_t *ctx)
 {
-    if (!ctx->soon.at_ns || eng_now_ns() < ctx->soon.at_ns)
+    if (!ctx->soon.at_ns || util_now_ns() < ctx->soon.at_ns)
         return;
     ctx->soon.at_ns = 0;
     eng_fail_at(ctx, ctx->soon.status, ctx->soon.file, ctx->soon.line, "%s",
@@ -383,7 +375,7 @@ static int eng_sleep_ms(const strata_ctx_t *ctx)
         at = ctx->tick_at_ns;
     if (!at)
         return -1;
-    uint64_t now = eng_now_ns();
+    uint64_t now = util_now_ns();
     return now >= at ? 0 : (int)((at - now + 999999) / 1000000);
 }
 
@@ -415,12 +407,12 @@ static void *eng_loop_main(void *arg)
         if (ctx->agg)
             eng_agg_flush(ctx);
         eng_fail_soon_due(ctx);
-        if (ctx->retry_at_ns && eng_now_ns() >= ctx->retry_at_ns) {
+        if (ctx->retry_at_ns && util_now_ns() >= ctx->retry_at_ns) {
             ctx->retry_at_ns = 0;
             eng_boot_retry(ctx);
             busy = true;
         }
-        if (ctx->tick_at_ns && eng_now_ns() >= ctx->tick_at_ns) {
+        if (ctx->tick_at_ns && util_now_ns() >= ctx->tick_at_ns) {
             ctx->tick_at_ns = 0;
             eng_coord_tick(ctx);
         }

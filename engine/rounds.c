@@ -108,7 +108,7 @@ void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
         eng_put_u32(&m, cmd->u.query.steps);
         eng_put_f64(&m, cmd->u.query.step_s);
         eng_put_f64(&m, cmd->u.query.rtt_s);
-        eng_put_u64(&m, eng_now_ns()); /* echoed: the round trip */
+        eng_put_u64(&m, util_now_ns()); /* echoed: the round trip */
         eng_put_u8(&m, cmd->u.query.syncing);
         st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
     } else {
@@ -142,7 +142,7 @@ void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r)
                  strata_strerror(st));
         return;
     }
-    uint64_t now = eng_now_ns();
+    uint64_t now = util_now_ns();
     atomic_store(&ro->rtt_ns, now > sent_ns ? (int64_t)(now - sent_ns) : 0);
     atomic_store(&ro->answer, decision);
     if (decision == ENG_SS_READY)

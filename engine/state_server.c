@@ -3,9 +3,9 @@
 
 #include <inttypes.h>
 #include <math.h>
-#include <time.h>
 
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 typedef struct ss_record {
@@ -31,9 +31,7 @@ struct eng_state_server {
 static int64_t ss_monotonic_ns(void *arg)
 {
     (void)arg;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return (int64_t)util_now_ns();
 }
 
 void eng_ss_params_from_config(const eng_config_t *cfg, uint32_t workers,
