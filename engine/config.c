@@ -11,6 +11,7 @@
 
 #include "util/alloc.h"
 #include "util/log.h"
+#include "util/parse.h"
 
 extern char **environ;
 
@@ -153,32 +154,6 @@ static int64_t eng_cfg_limit(double x)
     return (int64_t)x;
 }
 
-static bool eng_cfg_parse_size(const char *s, int64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (!isdigit((unsigned char)*s))
-        return false;
-    unsigned long long n = strtoull(s, &end, 10);
-    if (errno)
-        return false;
-    static const struct {
-        const char *suffix;
-        unsigned shift;
-    } units[] = {{"", 0},     {"b", 0},   {"k", 10},   {"kb", 10}, {"kib", 10},
-                 {"m", 20},   {"mb", 20}, {"mib", 20}, {"g", 30},  {"gb", 30},
-                 {"gib", 30}, {"t", 40},  {"tb", 40},  {"tib", 40}};
-    for (size_t u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
-        if (strcasecmp(end, units[u].suffix) != 0)
-            continue;
-        if (n > (unsigned long long)INT64_MAX >> units[u].shift)
-            return false;
-        *out = (int64_t)(n << units[u].shift);
-        return true;
-    }
-    return false;
-}
-
 static bool eng_cfg_parse_int(const eng_cfg_spec_t *spec, const char *s,
                               int64_t *out)
 {
@@ -258,12 +233,16 @@ static bool eng_cfg_parse(const eng_cfg_spec_t *spec, const char *s,
         break;
     }
     case INT:
-    case SIZE:
+    case SIZE: {
+        uint64_t bytes = 0; /* util_parse_size keeps it <= INT64_MAX */
         ok = spec->type == INT ? eng_cfg_parse_int(spec, s, &i)
-                               : eng_cfg_parse_size(s, &i);
+                               : util_parse_size(s, &bytes);
+        if (spec->type == SIZE)
+            i = (int64_t)bytes;
         ok = ok && i >= eng_cfg_limit(spec->min) &&
              i <= eng_cfg_limit(spec->max);
         break;
+    }
     case DOUBLE: {
         char *end;
         errno = 0;

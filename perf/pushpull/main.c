@@ -36,6 +36,7 @@
 #include <strata/strata.h>
 
 #include "perf/pushpull/bench.h"
+#include "util/parse.h"
 
 #define PP_MAX_BLOCKS 64
 
@@ -93,15 +94,10 @@ static void usage(FILE *f)
 
 static bool parse_bytes(const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    end += shift != 0;
-    if (errno || end == s || *end || v == 0 || v > (1ull << 34) >> shift ||
-        ((v << shift) & 3))
+    uint64_t v;
+    if (!util_parse_size(s, &v) || v == 0 || v > (1ull << 34) || (v & 3))
         return false;
-    *out = (size_t)(v << shift);
+    *out = (size_t)v;
     return true;
 }
 

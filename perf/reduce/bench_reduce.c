@@ -27,6 +27,7 @@
 #include "agg/agg.h"
 #include "agg/convert.h"
 #include "perf/reduce/bench_reduce.h"
+#include "util/parse.h"
 
 #define MAX_LIST 16
 #define MAX_REPS 64
@@ -437,30 +438,8 @@ static int alloc_buffers(bench_t *b, size_t nbuf, size_t bytes)
 
 static int parse_size(const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || v <= 0)
-        return -1;
-    switch (*end) {
-    case 'k':
-    case 'K':
-        v *= 1024, end++;
-        break;
-    case 'm':
-    case 'M':
-        v *= 1 << 20, end++;
-        break;
-    case 'g':
-    case 'G':
-        v *= 1 << 30, end++;
-        break;
-    }
-    if (*end == 'i' && end[1] == 'B')
-        end += 2;
-    else if (*end == 'B')
-        end++;
-    if (*end || v > 64.0 * (1u << 30))
+    uint64_t v;
+    if (!util_parse_size(s, &v) || v == 0 || v > (64ull << 30))
         return -1;
     *out = (size_t)v;
     return 0;

@@ -15,6 +15,7 @@
 
 #include "perf/transport/bench.h"
 #include "util/log.h"
+#include "util/parse.h"
 
 static void usage(FILE *f)
 {
@@ -36,15 +37,10 @@ static void usage(FILE *f)
 /* "64", "4K", "64M": bytes. */
 static bool parse_size(const char *s, size_t *out)
 {
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    unsigned shift = *end == 'K' ? 10 : *end == 'M' ? 20 : *end == 'G' ? 30 : 0;
-    if (shift)
-        end++;
-    if (errno || end == s || *end || v > (1ull << 32) >> shift)
+    uint64_t v;
+    if (!util_parse_size(s, &v) || v > (1ull << 32))
         return false;
-    *out = (size_t)(v << shift);
+    *out = (size_t)v;
     return true;
 }
 
