@@ -96,8 +96,12 @@ const char *strata_version_string(void);
  * Thread safety: the calls on one context must not overlap (serialise them if
  * several threads use it), except strata_metrics(), strata_group_clocks() and
  * the queries (strata_rank() ...), which any thread may call at any time.
- * Separate contexts are independent. The library keeps no global state beyond
- * the logging level; each context runs one background progress thread.
+ * Separate contexts are independent, and each runs one background progress
+ * thread. A few things are per process, not per context: the log level, the
+ * rank shown in log lines (the latest context's), and the reduction kernels
+ * and their thread count (STRATA_SIMD, STRATA_REDUCE_THREADS: read by the
+ * first reduction, again by each aggregator's strata_init, and changed by
+ * strata_simd_select).
  *
  * Every wait is bounded by STRATA_TIMEOUT_MS: a dead or silent peer turns into
  * STRATA_ERR_PEER or STRATA_ERR_TIMEOUT, never into a hang.
