@@ -124,8 +124,8 @@ static strata_status_t tp_verbs_arena_get(tp_verbs_ctx_t *c, size_t len,
     if (!c->arena) {
         util_arena_hooks_t hooks = {tp_verbs_chunk_added,
                                     tp_verbs_chunk_removed, c};
-        if (util_arena_create(&hooks, TP_VERBS_ARENA_CHUNK, &c->arena) !=
-            STRATA_OK)
+        if (util_arena_create(UTIL_ARENA_AUTO, &hooks, TP_VERBS_ARENA_CHUNK,
+                              &c->arena) != STRATA_OK)
             return STRATA_ERR_NOMEM;
     }
     void *p = util_arena_alloc(c->arena, len >= 4096 ? 4096 : 64, len);

@@ -91,13 +91,17 @@ static void plain_allocations(void **state)
     util_free(d);
 }
 
-static void arena_memory_lies_in_announced_chunks(void **state)
+static void jemalloc_arena_packs_allocations_into_chunks(void **state)
 {
     (void)state;
     chunks_t ch = {0};
     util_arena_hooks_t hooks = {chunk_added, chunk_removed, &ch};
     util_arena_t *arena;
-    assert_int_equal(util_arena_create(&hooks, 4u << 20, &arena), STRATA_OK);
+    /* This test program links jemalloc, as the tools do: AUTO picks it. */
+    assert_int_equal(
+        util_arena_create(UTIL_ARENA_AUTO, &hooks, 4u << 20, &arena),
+        STRATA_OK);
+    assert_string_equal(util_arena_kind_name(arena), "jemalloc");
 
     enum { N = 200 };
     void *ptrs[N];
@@ -128,13 +132,14 @@ static void arena_memory_lies_in_announced_chunks(void **state)
     assert_int_equal(ch.removed, added);
 }
 
-static void refused_chunk_fails_the_allocation(void **state)
+static void jemalloc_arena_refused_chunk_fails_the_allocation(void **state)
 {
     (void)state;
     chunks_t ch = {.limit = 1};
     util_arena_hooks_t hooks = {chunk_added, chunk_removed, &ch};
     util_arena_t *arena;
-    assert_int_equal(util_arena_create(&hooks, 0, &arena), STRATA_OK);
+    assert_int_equal(util_arena_create(UTIL_ARENA_JEMALLOC, &hooks, 0, &arena),
+                     STRATA_OK);
     assert_non_null(util_arena_alloc(arena, 64, 1000));  /* first chunk */
     assert_null(util_arena_alloc(arena, 64, 64u << 20)); /* needs another */
     util_arena_destroy(arena);
@@ -144,16 +149,59 @@ static void refused_chunk_fails_the_allocation(void **state)
      * fails the creation, cleanly. */
     chunks_t none = {.limit = -1};
     hooks.ctx = &none;
-    assert_int_equal(util_arena_create(&hooks, 0, &arena), STRATA_ERR_NOMEM);
+    assert_int_equal(util_arena_create(UTIL_ARENA_JEMALLOC, &hooks, 0, &arena),
+                     STRATA_ERR_NOMEM);
     assert_int_equal(none.added, 0);
+}
+
+/* Without jemalloc (libstrata dlopen'ed into Python): a chunk per
+ * allocation, whole pages, aligned as asked, unmapped when freed. */
+static void pages_arena_maps_each_allocation(void **state)
+{
+    (void)state;
+    chunks_t ch = {0};
+    util_arena_hooks_t hooks = {chunk_added, chunk_removed, &ch};
+    util_arena_t *arena;
+    assert_int_equal(util_arena_create(UTIL_ARENA_PAGES, &hooks, 0, &arena),
+                     STRATA_OK);
+    assert_string_equal(util_arena_kind_name(arena), "pages");
+    static const size_t sizes[] = {1, 100, 4096, 4097, 300000, 40u << 20};
+    static const size_t aligns[] = {64, 4096, 64, 1u << 16, 4096, 2u << 20};
+    enum { N = sizeof(sizes) / sizeof(sizes[0]) };
+    void *ptrs[N];
+    for (int i = 0; i < N; i++) {
+        ptrs[i] = util_arena_alloc(arena, aligns[i], sizes[i]);
+        assert_non_null(ptrs[i]);
+        assert_int_equal((uintptr_t)ptrs[i] % aligns[i], 0);
+        memset(ptrs[i], i + 1, sizes[i]);
+        assert_true(inside_one_chunk(&ch, ptrs[i], sizes[i]));
+        assert_int_equal(ch.added, i + 1);
+        assert_int_equal(ch.c[i].len % 4096, 0);
+    }
+    util_arena_free(arena, ptrs[2]);
+    assert_int_equal(ch.removed, 1);
+    assert_false(ch.c[2].live);
+    assert_int_equal(((unsigned char *)ptrs[3])[4096], 4); /* others intact */
+
+    chunks_t refuse = {.limit = -1};
+    util_arena_t *refusing;
+    hooks.ctx = &refuse;
+    assert_int_equal(util_arena_create(UTIL_ARENA_PAGES, &hooks, 0, &refusing),
+                     STRATA_OK);
+    assert_null(util_arena_alloc(refusing, 64, 100));
+    util_arena_destroy(refusing);
+
+    util_arena_destroy(arena); /* the rest */
+    assert_int_equal(ch.removed, N);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(plain_allocations),
-        cmocka_unit_test(arena_memory_lies_in_announced_chunks),
-        cmocka_unit_test(refused_chunk_fails_the_allocation),
+        cmocka_unit_test(jemalloc_arena_packs_allocations_into_chunks),
+        cmocka_unit_test(jemalloc_arena_refused_chunk_fails_the_allocation),
+        cmocka_unit_test(pages_arena_maps_each_allocation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
