@@ -17,6 +17,8 @@ packages=(
   perftest xz-utils zstd kmod
   # benchmarks and the training driver
   iperf3 gnuplot-nox dataset-fashion-mnist hyperfine
+  # the Python package's tests, examples and benchmarks (PyTorch)
+  python3-torch python3-torchvision python3-pytest
 )
 
 missing=()

@@ -23,4 +23,10 @@ cmake -S "$src" -B "$work/cmake-build" -DCMAKE_PREFIX_PATH="$prefix" \
 cmake --build "$work/cmake-build" >/dev/null
 "$work/cmake-build/consumer"
 "$work/cmake-build/consumer_static"
+echo "== python"
+pkg=$(dirname "$(dirname "$(find "$prefix" -path '*/strata/_paths.py' | head -1)")")
+PYTHONPATH=$pkg PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c "
+import os, strata, strata._lib as lib
+assert os.path.realpath(lib.path).startswith(os.path.realpath('$prefix')), lib.path
+print('strata', strata.version(), 'from', lib.path)"
 echo "consumer built and ran against the installed package"

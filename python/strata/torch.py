@@ -1,0 +1,398 @@
+"""strata.torch: PyTorch training through Strata.
+
+    import strata.torch as st
+    st.init()                                   # aggregator ranks serve and exit
+    opt = st.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
+                                  named_parameters=model.named_parameters())
+    for x, y in data:
+        opt.zero_grad()
+        loss_fn(model(x), y).backward()         # gradients pushed as they appear
+        opt.step()                              # the model of the next clock
+    st.finalize()
+
+What step() does depends on STRATA_POLICY and STRATA_OPTIMIZER (docs/python.md):
+- bsp, ssp, asp, gssp with the aggregators' SGD: pushes each gradient from a
+  hook while backward runs, then pulls; the aggregators update the model, which
+  they write straight into the parameters (they live in Strata's memory). The
+  wrapped optimizer must be torch.optim.SGD with the job's lr, momentum and
+  weight decay; it is not stepped.
+- bsp with STRATA_OPTIMIZER=sum: the same pushes; the pull brings the sum of
+  every worker's gradients into p.grad, divided by the number of workers, and
+  the wrapped optimizer steps locally: any optimizer, param groups and LR
+  scheduler.
+- esync and fedavg: the wrapped optimizer steps locally; step() times the
+  step and, when the round ends, averages the models.
+"""
+
+import ctypes
+import time
+
+import torch
+
+from strata import _core
+from strata._core import (Context, PeerError, StrataError, TimeoutError,
+                          context, finalize, init, num_aggregators,
+                          num_workers, rank, size, worker_index)
+
+__all__ = [
+    "Context", "DistributedOptimizer", "PeerError", "StrataError",
+    "TimeoutError", "context", "finalize", "init", "num_aggregators",
+    "num_workers", "rank", "size", "worker_index",
+]
+
+_DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2,
+           torch.bfloat16: 3}
+_ROUNDS = ("esync", "fedavg")
+_GRADIENT_POLICIES = ("bsp", "ssp", "asp", "gssp")
+_REAP_EVERY = 64  # completed push requests are collected past this many
+
+
+def _state_error(message):
+    return StrataError(_core._lib.STATUS["STRATA_ERR_STATE"], message)
+
+
+def _config_error(message):
+    return StrataError(_core._lib.STATUS["STRATA_ERR_CONFIG"], message)
+
+
+class _Slot:
+    """One registered tensor: the torch tensor it serves and its buffers."""
+
+    __slots__ = ("name", "tensor", "param", "grad", "id", "is_buffer",
+                 "passes", "pushed")
+
+    def __init__(self, name, tensor, is_buffer=False):
+        self.name = name
+        self.tensor = tensor
+        self.is_buffer = is_buffer
+        self.param = self.grad = None
+        self.id = -1
+        self.passes = 0
+        self.pushed = False
+
+
+def _strata_tensor(ctx, like):
+    """A tensor in Strata's memory with like's shape and dtype, and its
+    address."""
+    nbytes = like.numel() * like.element_size()
+    address = ctx.alloc(nbytes)
+    raw = (ctypes.c_byte * nbytes).from_address(address)
+    t = torch.frombuffer(raw, dtype=like.dtype, count=like.numel())
+    return t.view(like.shape), address
+
+
+class _DistributedOptimizer:
+    # Methods copied into a subclass of the wrapped optimizer's class, so the
+    # result keeps its type, hyper-parameters and state_dict (as Horovod and
+    # BytePS do).
+
+    def __init__(self, params, named_parameters, named_buffers, ctx,
+                 backward_passes_per_step, epoch_steps):
+        super(self.__class__, self).__init__(params)
+        self._ctx = ctx
+        self._passes = backward_passes_per_step
+        self._epoch_steps = epoch_steps
+        self._steps = 0
+        self._compute = 0.0  # seconds outside step() in this epoch (gssp)
+        self._pending = []
+        self._grad_accs = []
+        self._policy = ctx.setting("policy")
+        self._sum = ctx.setting("optimizer") == "sum"
+        self._rounds = self._policy in _ROUNDS
+        self._check_mode()
+        self._slots = self._make_slots(named_parameters, named_buffers)
+        self._register()
+        ctx.on_finalize(self._detach)
+        if not self._rounds:
+            self._install_hooks()
+        self._step_started = time.perf_counter()
+
+    # ---- set-up ----
+    def _check_mode(self):
+        ctx = self._ctx
+        if self._sum and self._policy != "bsp":
+            raise _config_error(
+                f"STRATA_OPTIMIZER=sum works with STRATA_POLICY=bsp only "
+                f"(the job has {self._policy})")
+        if self._rounds or self._sum:
+            return
+        if not isinstance(self, torch.optim.SGD):
+            raise _config_error(
+                f"STRATA_POLICY={self._policy} with the aggregators' SGD: wrap "
+                f"torch.optim.SGD (got {type(self).__name__}); for another "
+                f"optimizer use STRATA_POLICY=bsp with STRATA_OPTIMIZER=sum, "
+                f"or esync/fedavg")
+        job = {"lr": ctx.setting("lr"), "momentum": ctx.setting("momentum"),
+               "weight_decay": ctx.setting("weight_decay")}
+        for i, group in enumerate(self.param_groups):
+            for key, want in job.items():
+                have = float(group[key])
+                if abs(have - want) > 1e-9 * max(1.0, abs(want)):
+                    raise _config_error(
+                        f"param group {i}: {key}={have:g} but the job's "
+                        f"aggregators apply STRATA_{key.upper()}={want:g} "
+                        f"(set one to the other)")
+            if group.get("nesterov") or group.get("dampening", 0) != 0 or \
+                    group.get("maximize"):
+                raise _config_error(
+                    f"param group {i}: nesterov, dampening and maximize are "
+                    f"not what the aggregators' SGD does")
+        self._lr = job["lr"]
+
+    def _make_slots(self, named_parameters, named_buffers):
+        in_groups = {id(p) for g in self.param_groups for p in g["params"]}
+        slots, seen = [], set()
+        if named_parameters is None:
+            named_parameters = [(f"param.{i}", p) for i, p in
+                                enumerate(p for g in self.param_groups
+                                          for p in g["params"])]
+        for name, p in named_parameters:
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            if id(p) not in in_groups or not p.requires_grad or \
+                    p.numel() == 0:
+                continue
+            if p.dtype not in _DTYPES:
+                raise _config_error(f"parameter '{name}' is {p.dtype}: Strata "
+                                    f"carries float32/64, float16, bfloat16")
+            slots.append(_Slot(name, p))
+        missing = in_groups - seen
+        if missing:
+            raise _config_error(
+                f"{len(missing)} parameter(s) of the optimizer are not in "
+                f"named_parameters (pass model.named_parameters())")
+        # Float buffers (BatchNorm's running statistics) travel where the
+        # mode averages them: at every round, or at every pull in sum mode.
+        if named_buffers is not None and (self._rounds or self._sum):
+            for name, b in named_buffers:
+                if b.dtype in (torch.float32, torch.float64) and b.numel():
+                    slots.append(_Slot("buffer:" + name, b, is_buffer=True))
+        return slots
+
+    def _register(self):
+        ctx = self._ctx
+        for s in self._slots:
+            t = s.tensor
+            if self._sum:  # the sum arrives where the gradient was pushed from
+                s.grad, addr = _strata_tensor(ctx, t)
+                s.grad.zero_()
+                s.param, paddr = s.grad, addr
+            else:  # the model arrives in the parameters themselves
+                s.param, paddr = _strata_tensor(ctx, t)
+                s.param.copy_(t.data)
+                t.data = s.param
+                s.grad, addr = _strata_tensor(ctx, t)
+                s.grad.zero_()
+            if not s.is_buffer and not self._rounds:
+                t.grad = s.grad
+            s.id = ctx.register(s.name, paddr, addr, t.numel(),
+                                _DTYPES[t.dtype])
+        ctx.commit()  # every worker now holds the first worker's model
+        if self._sum:
+            self._broadcast()
+
+    def _broadcast(self):
+        """Sum mode: the aggregators only add, so the first worker's model
+        reaches the others as a sum of it and zeros (one clock)."""
+        first = self._ctx.worker_index == 0
+        with torch.no_grad():
+            for s in self._slots:
+                s.grad.copy_(s.tensor) if first else s.grad.zero_()
+        self._ctx.push().wait()
+        self._ctx.pull().wait()
+        with torch.no_grad():
+            for s in self._slots:
+                s.tensor.copy_(s.grad)
+                s.grad.zero_()
+
+    def _install_hooks(self):
+        for s in self._slots:
+            if s.is_buffer:
+                continue
+            hook = self._make_hook(s)
+            if hasattr(s.tensor, "register_post_accumulate_grad_hook"):
+                s.tensor.register_post_accumulate_grad_hook(
+                    lambda p, hook=hook: hook())
+                continue
+            # torch < 2.1: a hook on the AccumulateGrad node, kept alive here.
+            acc = s.tensor.expand_as(s.tensor).grad_fn.next_functions[0][0]
+            acc.register_hook(lambda *unused, hook=hook: hook())
+            self._grad_accs.append(acc)
+
+    def _make_hook(self, slot):
+        def hook():
+            if self._ctx.finalized:
+                return
+            slot.passes += 1
+            if slot.passes > self._passes:
+                raise _state_error(
+                    f"gradient of '{slot.name}' computed {slot.passes} times "
+                    f"before step() (backward_passes_per_step="
+                    f"{self._passes}); call step() after each "
+                    f"backward_passes_per_step backward passes")
+            if slot.passes == self._passes:
+                self._push([slot])
+        return hook
+
+    # ---- pushing ----
+    def _adopt_grad(self, slot):
+        """Make the registered buffer the parameter's gradient again (after
+        zero_grad(set_to_none=True), or code that replaced p.grad)."""
+        p = slot.tensor
+        if p.grad is None:
+            slot.grad.zero_()
+        elif p.grad.data_ptr() != slot.grad.data_ptr():
+            slot.grad.copy_(p.grad)
+        else:
+            return
+        p.grad = slot.grad
+
+    def _push(self, slots):
+        for s in slots:
+            if s.is_buffer:
+                s.grad.copy_(s.tensor)
+            else:
+                self._adopt_grad(s)
+            s.pushed = True
+        self._pending.append(self._ctx.push([s.id for s in slots]))
+        if len(self._pending) >= _REAP_EVERY:
+            self._pending = [r for r in self._pending if not r.test()]
+
+    def _wait_pushes(self):
+        pending, self._pending = self._pending, []
+        for r in pending:
+            r.wait()
+
+    # ---- the optimizer's interface ----
+    @torch.no_grad()
+    def step(self, closure=None):
+        if closure is not None:
+            raise _state_error("step(closure) is not supported: run the "
+                               "forward and backward pass before step()")
+        if self._ctx.finalized:
+            raise _state_error("step() after the Strata context finalized")
+        if self._rounds:
+            return self._round_step()
+        self._compute += time.perf_counter() - self._step_started
+        self._check_lr()
+        left = [s for s in self._slots if not s.pushed]
+        if left:  # unused in this forward pass, or buffers
+            self._push(left)
+        self._wait_pushes()
+        self._ctx.pull().wait()
+        for s in self._slots:
+            s.passes, s.pushed = 0, False
+        if self._sum:
+            n = float(self._ctx.num_workers)
+            for s in self._slots:
+                s.grad.div_(n)
+                if s.is_buffer:
+                    s.tensor.copy_(s.grad)
+            super(self.__class__, self).step()
+        self._steps += 1
+        if self._policy == "gssp" and self._steps % self._epoch_steps == 0:
+            # This worker's speed: its compute per step, without the waits
+            # for the group's slowest member inside step().
+            self._ctx.epoch_end(max(self._compute / self._epoch_steps, 1e-9))
+            self._compute = 0.0
+        self._step_started = time.perf_counter()
+        return None
+
+    def _round_step(self):
+        super(self.__class__, self).step()
+        now = time.perf_counter()
+        seconds = max(now - self._step_started, 1e-9)
+        if self._ctx.round_ready(seconds):
+            self._ctx.round_sync()
+        self._steps += 1
+        self._step_started = time.perf_counter()
+        return None
+
+    def _check_lr(self):
+        if self._sum:
+            return
+        lrs = {float(g["lr"]) for g in self.param_groups}
+        if len(lrs) > 1:
+            raise _config_error("param groups with different learning rates: "
+                                "the aggregators apply one (use "
+                                "STRATA_OPTIMIZER=sum)")
+        lr = lrs.pop()
+        if lr != self._lr:
+            self._ctx.set_lr(lr)
+            self._lr = lr
+
+    def zero_grad(self, set_to_none=False):
+        """Zeroes the gradients in place: they stay the buffers Strata pushes
+        from (set_to_none is accepted, and ignored, for that reason)."""
+        if self._rounds:
+            return super(self.__class__, self).zero_grad(set_to_none)
+        if self._pending:
+            raise _state_error("zero_grad() while gradients are being "
+                               "pushed: call step() first")
+        for s in self._slots:
+            if not s.is_buffer:
+                self._adopt_grad(s)
+                s.grad.zero_()
+        for g in self.param_groups:  # parameters Strata does not carry
+            for p in g["params"]:
+                if p.grad is not None and not any(p is s.tensor
+                                                  for s in self._slots):
+                    p.grad.zero_()
+
+    def _detach(self):
+        """Before the context finalizes: tensors leave Strata's memory, which
+        finalize frees, so the model stays usable."""
+        try:
+            self._wait_pushes()
+        except StrataError:
+            pass
+        with torch.no_grad():
+            for s in self._slots:
+                t = s.tensor
+                if not self._sum or s.is_buffer:
+                    t.data = t.data.clone()
+                if not s.is_buffer and t.grad is not None and \
+                        t.grad.data_ptr() == s.grad.data_ptr():
+                    t.grad = t.grad.clone()
+        self._grad_accs.clear()
+
+    @property
+    def strata_context(self):
+        return self._ctx
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, *,
+                         named_buffers=None, backward_passes_per_step=1,
+                         epoch_steps=100, context=None):
+    """Wrap a torch optimizer so that training goes through Strata.
+
+    named_parameters: model.named_parameters() (names identify tensors
+        across workers; without it, param.0, param.1, ...).
+    named_buffers: model.named_buffers(), to average float buffers such as
+        BatchNorm's running statistics where the mode allows it (esync and
+        fedavg at every round, bsp with STRATA_OPTIMIZER=sum at every step);
+        with the aggregators' SGD they stay each worker's own.
+    backward_passes_per_step: backward passes accumulated per step().
+    epoch_steps: under gssp, steps between the epoch ends that let the
+        coordinator measure speeds and regroup workers.
+    context: a strata.Context (default: the one strata.init() made).
+
+    Parameters (and gradients) move into Strata's memory: create the
+    wrapper after the model is on its device and after loading a checkpoint;
+    every worker then starts from the first worker's model.
+    """
+    ctx = context if context is not None else _core.context()
+    if not ctx.is_worker:
+        raise _state_error("DistributedOptimizer on an aggregator rank")
+    if backward_passes_per_step < 1 or epoch_steps < 1:
+        raise ValueError("backward_passes_per_step and epoch_steps must be "
+                         ">= 1")
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    state = optimizer.state_dict() if optimizer.state else None
+    wrapped = cls(optimizer.param_groups, named_parameters, named_buffers, ctx,
+                  backward_passes_per_step, epoch_steps)
+    if state is not None:
+        wrapped.load_state_dict(state)
+    return wrapped

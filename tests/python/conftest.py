@@ -1,0 +1,49 @@
+"""Shared by the Python tests: the build tree, and running a Strata job."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+SOURCE = HERE.parent.parent
+PYTHON = "/usr/bin/python3"  # Debian's, which sees python3-torch
+
+
+def pytest_addoption(parser):
+    parser.addoption("--strata-build", required=True,
+                     help="the CMake build directory")
+
+
+@pytest.fixture(scope="session")
+def build(request):
+    return Path(request.config.getoption("--strata-build")).resolve()
+
+
+def job_env(build, extra=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(build / "python")] + ([env["PYTHONPATH"]]
+                                   if env.get("PYTHONPATH") else []))
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def run_job(build, script_args, workers=2, aggregators=1, spmd=False,
+            env=None, timeout=240):
+    """strata-run -n WORKERS -a AGGREGATORS [--spmd] -- python3 ARGS."""
+    cmd = [str(build / "bin" / "strata-run"), "-n", str(workers), "-a",
+           str(aggregators)] + (["--spmd"] if spmd else []) + \
+          ["--", PYTHON] + [str(a) for a in script_args]
+    return subprocess.run(cmd, env=job_env(build, env), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def show(proc):
+    """The output of a job, for an assertion message."""
+    return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}" \
+           f"\n--- stderr\n{proc.stderr[-6000:]}"

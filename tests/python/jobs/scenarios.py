@@ -1,0 +1,236 @@
+"""One job, many contexts: every scenario of tests/python/test_training.py.
+
+Run by every rank under strata-run --spmd (2 workers, 1 aggregator): each
+scenario joins a new job (its own coordinator file), aggregator ranks serve
+it, workers train and record what the tests check in OUT_DIR/worker<i>.json.
+Aggregator ranks never import torch.
+"""
+
+import argparse
+import copy
+import os
+import sys
+import time
+import traceback
+
+import strata
+
+SCENARIOS = ["bsp", "resume", "sum", "ssp", "asp", "gssp", "gssp_gdtopk",
+             "esync", "fedavg"]
+SETTINGS = {
+    "bsp": {"STRATA_POLICY": "bsp", "STRATA_LR": "0.05",
+            "STRATA_MOMENTUM": "0.9", "STRATA_WEIGHT_DECAY": "0.001"},
+    "resume": {"STRATA_POLICY": "bsp"},
+    "sum": {"STRATA_POLICY": "bsp", "STRATA_OPTIMIZER": "sum"},
+    "ssp": {"STRATA_POLICY": "ssp", "STRATA_STALENESS": "2",
+            "STRATA_LR": "0.1"},
+    "asp": {"STRATA_POLICY": "asp", "STRATA_LR": "0.1"},
+    "gssp": {"STRATA_POLICY": "gssp", "STRATA_LR": "0.1"},
+    "gssp_gdtopk": {"STRATA_POLICY": "gssp", "STRATA_GDTOPK": "1",
+                    "STRATA_LR": "0.1"},
+    "esync": {"STRATA_POLICY": "esync"},
+    "fedavg": {"STRATA_POLICY": "fedavg", "STRATA_FEDAVG_STEPS": "4"},
+}
+
+
+def run_bsp(ctx, out, common, torch, st):
+    """Exact BSP against a single-process reference, through the pitfalls:
+    an unused layer, zero_grad(set_to_none=True), two backward passes per
+    step, evaluation between steps; a mismatched optimizer first."""
+    lr, momentum, wd = 0.05, 0.9, 0.001
+    torch.manual_seed(10 + ctx.worker_index)  # differs: commit must fix it
+    model = common.Net(unused=True)
+    try:
+        st.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
+                                model.named_parameters(), context=ctx)
+        out["mismatch"] = "accepted"
+    except st.StrataError as e:
+        out["mismatch"] = str(e)
+    opt = st.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum,
+                        weight_decay=wd),
+        model.named_parameters(), backward_passes_per_step=2, context=ctx)
+    # The reference: worker 0's initial model, every worker's gradients.
+    torch.manual_seed(10)
+    ref = common.Net(unused=True)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=momentum,
+                              weight_decay=wd)
+    out["initial_diff"] = float((common.flat(model.parameters()) -
+                                 common.flat(ref.parameters())).abs().max())
+    evals = []
+    steps = 8
+    for step in range(steps):
+        opt.zero_grad(set_to_none=(step % 3 == 1))
+        x, y = common.batch(ctx.worker_index, step)
+        for half in (slice(0, 16), slice(16, 32)):
+            torch.nn.functional.cross_entropy(model(x[half]),
+                                              y[half]).backward()
+        opt.step()
+        if step % 3 == 2:  # evaluation between steps
+            evals.append(common.accuracy(model, common.test_set()))
+        # the reference step: mean over workers of the two-pass gradients
+        grads = []
+        for w in range(ctx.num_workers):
+            ref.zero_grad()
+            xw, yw = common.batch(w, step)
+            for half in (slice(0, 16), slice(16, 32)):
+                torch.nn.functional.cross_entropy(ref(xw[half]),
+                                                  yw[half]).backward()
+            grads.append([p.grad.clone() if p.grad is not None
+                          else torch.zeros_like(p) for p in ref.parameters()])
+        for i, p in enumerate(ref.parameters()):
+            p.grad = sum(g[i] for g in grads) / ctx.num_workers
+        ref_opt.step()
+    params = common.flat(model.parameters())
+    out["params"] = params.tolist()
+    out["ref_diff"] = float((params - common.flat(ref.parameters())).abs().max())
+    out["unused_grad_is_buffer"] = model.unused.weight.grad is not None
+    out["evals"] = evals
+    out["clock"] = ctx.clock
+    ckpt = os.path.join(out["dir"], "bsp-checkpoint.pt")
+    if ctx.worker_index == 0:
+        torch.save(model.state_dict(), ckpt + ".tmp")
+        os.replace(ckpt + ".tmp", ckpt)
+
+
+def run_resume(ctx, out, common, torch, st):
+    """A checkpoint loaded before wrapping is what every worker starts
+    from, and a state_dict saved after finalize is the trained model."""
+    ckpt = os.path.join(out["dir"], "bsp-checkpoint.pt")
+    model = common.Net(unused=True)
+    model.load_state_dict(torch.load(ckpt))
+    saved = common.flat(model.parameters())
+    opt = st.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.01),
+                                  model.named_parameters(), context=ctx)
+    out["loaded_diff"] = float((common.flat(model.parameters()) -
+                                saved).abs().max())
+    x, y = common.batch(ctx.worker_index, 0)
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    out["after_step"] = common.flat(model.parameters()).tolist()
+
+
+def run_sum(ctx, out, common, torch, st):
+    """STRATA_OPTIMIZER=sum: a local Adam with two param groups and an LR
+    scheduler, BatchNorm statistics averaged, against a reference."""
+    torch.manual_seed(20 + ctx.worker_index)
+    model = common.Net(bn=True)
+
+    def make_opt(m):
+        return torch.optim.Adam([
+            {"params": list(m.fc1.parameters()) + list(m.bn.parameters()),
+             "lr": 0.01},
+            {"params": m.fc2.parameters(), "lr": 0.003}])
+    opt = st.DistributedOptimizer(make_opt(model), model.named_parameters(),
+                                  named_buffers=model.named_buffers(),
+                                  context=ctx)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
+    torch.manual_seed(20)
+    ref = common.Net(bn=True)
+    ref_opt = make_opt(ref)
+    ref_sched = torch.optim.lr_scheduler.StepLR(ref_opt, step_size=3,
+                                                gamma=0.5)
+    out["initial_diff"] = float((common.flat(model.parameters()) -
+                                 common.flat(ref.parameters())).abs().max())
+    for step in range(7):
+        opt.zero_grad()
+        x, y = common.batch(ctx.worker_index, step)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        sched.step()
+        grads, stats = [], []
+        for w in range(ctx.num_workers):
+            copy_w = copy.deepcopy(ref)
+            xw, yw = common.batch(w, step)
+            torch.nn.functional.cross_entropy(copy_w(xw), yw).backward()
+            grads.append([p.grad for p in copy_w.parameters()])
+            stats.append([copy_w.bn.running_mean, copy_w.bn.running_var])
+        for i, p in enumerate(ref.parameters()):
+            p.grad = sum(g[i] for g in grads) / ctx.num_workers
+        ref_opt.step()
+        ref_sched.step()
+        with torch.no_grad():
+            ref.bn.running_mean.copy_(sum(s[0] for s in stats) / 2)
+            ref.bn.running_var.copy_(sum(s[1] for s in stats) / 2)
+    params = common.flat(model.parameters())
+    stats = common.flat([model.bn.running_mean, model.bn.running_var])
+    out["params"] = params.tolist()
+    out["bn_stats"] = stats.tolist()
+    out["ref_diff"] = float((params - common.flat(ref.parameters())).abs().max())
+    out["bn_ref_diff"] = float((stats - common.flat(
+        [ref.bn.running_mean, ref.bn.running_var])).abs().max())
+    out["lr"] = [g["lr"] for g in opt.param_groups]
+    # The optimizer's state_dict round-trips (Adam's moments are local).
+    state = opt.state_dict()
+    fresh = make_opt(common.Net(bn=True))
+    fresh.load_state_dict(state)
+    out["state_steps"] = [float(s["step"]) for s in fresh.state.values()]
+
+
+def run_converge(ctx, out, common, torch, st, policy):
+    """Train a small classifier; record loss and accuracy before and after."""
+    torch.manual_seed(30 + ctx.worker_index)
+    model = common.Net()
+    if policy in ("esync", "fedavg"):
+        inner = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
+    else:
+        inner = torch.optim.SGD(model.parameters(), lr=0.1)
+    opt = st.DistributedOptimizer(inner, model.named_parameters(),
+                                  epoch_steps=10, context=ctx)
+    test = common.test_set()
+    out["acc_before"] = common.accuracy(model, test)
+    for step in range(80):
+        opt.zero_grad()
+        x, y = common.batch(ctx.worker_index, step)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    out["acc_after"] = common.accuracy(model, test)
+    out["group"] = ctx.group
+    out["clock"] = ctx.clock
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", nargs="*", default=SCENARIOS)
+    args = ap.parse_args()
+    coord = os.environ["STRATA_COORD_FILE"]
+    results, failed = {}, False
+    torch = common = st = None
+    for k, name in enumerate(args.only):
+        settings = dict(SETTINGS[name], STRATA_COORD_FILE=f"{coord}.{k}")
+        ctx = strata.Context(settings)
+        if not ctx.is_worker:
+            ctx.serve()
+            ctx.finalize()
+            continue
+        if torch is None:  # workers only
+            import torch
+            import strata.torch as st
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            import common
+            common.setup_torch()
+        out = {"dir": args.out}
+        started = time.monotonic()
+        try:
+            if name in ("bsp", "resume", "sum"):
+                globals()["run_" + name](ctx, out, common, torch, st)
+            else:
+                run_converge(ctx, out, common, torch, st, name)
+            ctx.finalize()
+        except Exception:
+            out["error"] = traceback.format_exc()
+            failed = True
+            try:
+                ctx.finalize()
+            except strata.StrataError:
+                pass
+        out["seconds"] = time.monotonic() - started
+        results[name] = out
+        common.save(args.out, ctx.worker_index, results)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""One script (jobs/launch.py) under the launchers: strata-run without
+--spmd (aggregators are strata-agg), torchrun (with the Python 3.11
+workaround: --redirects 1 --tee 1 --log_dir) and mpirun. Every worker ends
+with the same parameters."""
+
+import json
+import shutil
+import socket
+import subprocess
+
+import pytest
+
+from conftest import HERE, PYTHON, job_env, run_job, show
+
+SCRIPT = HERE / "jobs" / "launch.py"
+
+
+def _same_params(out, proc):
+    res = [json.loads((out / f"worker{w}.json").read_text())
+           if (out / f"worker{w}.json").exists() else None for w in (0, 1)]
+    assert None not in res, show(proc)
+    assert res[0]["workers"] == 2
+    assert res[0]["params"] == res[1]["params"]
+
+
+def _free_port_pair():
+    """A port P with P+1 free too (torchrun's store, then Strata's
+    coordinator on MASTER_PORT+1)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port + 1))
+                return port
+            except OSError:
+                continue
+    pytest.fail("no pair of free ports")
+
+
+def test_strata_run(build, tmp_path):
+    proc = run_job(build, [SCRIPT, tmp_path], timeout=180)
+    assert proc.returncode == 0, show(proc)
+    _same_params(tmp_path, proc)
+
+
+def test_torchrun(build, tmp_path):
+    torchrun = shutil.which("torchrun") or "/usr/bin/torchrun"
+    port = _free_port_pair()
+    env = job_env(build, {"STRATA_NUM_AGGREGATORS": "1",
+                          "STRATA_JOB_SECRET": "torchrun-test-secret"})
+    cmd = [PYTHON, torchrun, "--redirects", "1", "--tee", "1", "--log_dir",
+           str(tmp_path / "logs"), "--nproc_per_node", "3", "--master_addr",
+           "127.0.0.1", "--master_port", str(port), str(SCRIPT),
+           str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, show(proc)
+    _same_params(tmp_path, proc)
+
+
+@pytest.mark.skipif(not shutil.which("mpirun"), reason="no mpirun")
+def test_mpirun(build, tmp_path):
+    env = job_env(build, {"STRATA_NUM_AGGREGATORS": "1",
+                          "STRATA_JOB_SECRET": "mpirun-test-secret",
+                          "STRATA_COORD": f"127.0.0.1:{_free_port_pair()}"})
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-n", "3"]
+    for var in ("PYTHONPATH", "STRATA_NUM_AGGREGATORS", "STRATA_JOB_SECRET",
+                "STRATA_COORD", "OMP_NUM_THREADS"):
+        cmd += ["-x", var]
+    cmd += [PYTHON, str(SCRIPT), str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True,
+                          timeout=180)
+    assert proc.returncode == 0, show(proc)
+    _same_params(tmp_path, proc)
