@@ -423,8 +423,9 @@ static strata_status_t eng_cfg_read_env(eng_config_t *cfg)
 {
     strata_status_t st = STRATA_OK;
     for (char **e = environ; e && *e; e++) {
-        if (strncmp(*e, ENG_CFG_PREFIX, strlen(ENG_CFG_PREFIX)) != 0)
-            continue;
+        if (strncmp(*e, ENG_CFG_PREFIX, strlen(ENG_CFG_PREFIX)) != 0 ||
+            strncmp(*e, STRATA_EXT_PREFIX, strlen(STRATA_EXT_PREFIX)) == 0)
+            continue; /* not ours, or a binding's own setting */
         const char *eq = strchr(*e, '=');
         char name[128];
         if (!eq || (size_t)(eq - *e) >= sizeof(name)) {

@@ -118,6 +118,13 @@ typedef enum strata_role {
     STRATA_ROLE_AGGREGATOR,
 } strata_role_t;
 
+/* Settings are environment variables STRATA_* (or lines of the file named by
+ * STRATA_CONFIG); an unknown one is an error, so that a typo does not go
+ * unnoticed. Bindings and programs built on Strata name their own settings
+ * STRATA_EXT_<BINDING>_* (the Python package: STRATA_EXT_PY_*): the library
+ * never reads these and never refuses them. */
+#define STRATA_EXT_PREFIX "STRATA_EXT_"
+
 /* Join the job with the settings of the environment (and STRATA_CONFIG).
  * Collective: returns once every rank has joined, or fails (unreachable
  * coordinator, wrong job secret, bad settings) within STRATA_TIMEOUT_MS. */

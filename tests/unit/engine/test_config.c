@@ -169,6 +169,18 @@ static void unknown_variable_is_named(void **state)
                           "unknown setting");
 }
 
+/* Bindings name their own settings STRATA_EXT_*: never read, never
+ * refused. */
+static void binding_settings_are_left_alone(void **state)
+{
+    (void)state;
+    setenv("STRATA_EXT_PY_LIBRARY", "/somewhere/libstrata.so.0", 1);
+    setenv("STRATA_EXT_ANYTHING", "x", 1);
+    eng_config_t *cfg = load_ok();
+    eng_config_free(cfg);
+    assert_int_equal(errs.count, 0);
+}
+
 static void typo_gets_a_suggestion(void **state)
 {
     (void)state;
@@ -301,6 +313,7 @@ int main(void)
         T(environment_sets_typed_values),
         T(file_then_environment),
         T(unknown_variable_is_named),
+        T(binding_settings_are_left_alone),
         T(typo_gets_a_suggestion),
         T(malformed_values_name_key_value_and_expectation),
         T(every_error_is_reported),
