@@ -32,6 +32,23 @@
 
 static void eng_worker_out(strata_ctx_t *ctx, int w);
 static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
+static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                            eng_rbuf_t *r);
+static void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
+                           uint32_t len);
+static void eng_agg_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
+                                  void *op_ctx, strata_status_t status);
+static void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                    strata_status_t status);
+
+/* The aggregator's connection to a worker. */
+static const eng_peer_ops_t eng_wlink_ops = {
+    .what = "worker",
+    .on_message = eng_agg_on_recv,
+    .on_imm = eng_agg_on_imm,
+    .on_write_done = eng_agg_on_write_done,
+    .on_disconnected = eng_agg_on_disconnected,
+};
 
 static int64_t eng_min64(int64_t a, int64_t b)
 {
@@ -76,7 +93,8 @@ void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
     }
     l->widx = -1;
     l->round_clock[0] = l->round_clock[1] = -1;
-    l->peer = (eng_peer_t){.kind = ENG_PEER_WORKER,
+    l->peer = (eng_peer_t){.ops = &eng_wlink_ops,
+                           .q = &ctx->msgs,
                            .rank = -1,
                            .ep = ep,
                            .tp = tp,
@@ -94,13 +112,12 @@ static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
     eng_agg_t *a = ctx->agg;
     int rank = (int)eng_get_u32(r);
     int widx = rank - ctx->naggs;
-    char who[200];
     if (!eng_rbuf_ok(r) || l->widx >= 0 || widx < 0 || widx >= ctx->nworkers ||
         a->links[widx]) {
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "%s says it is rank %d, which is not a worker that has not "
                  "joined yet",
-                 eng_peer_str(&l->peer, who, sizeof(who)), rank);
+                 eng_peer_name(&l->peer), rank);
         return;
     }
     l->widx = widx;
@@ -112,8 +129,7 @@ static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
         strata_status_t st = eng_send_slots(ctx, l);
         if (st != STRATA_OK)
             eng_fail(ctx, st, "cannot describe the slots to %s: %s",
-                     eng_peer_str(&l->peer, who, sizeof(who)),
-                     strata_strerror(st));
+                     eng_peer_name(&l->peer), strata_strerror(st));
     }
 }
 
@@ -263,7 +279,7 @@ static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
     eng_put_u64(&m, d.len);
     eng_put_u64(&m, d.key);
     l->slots_sent = true;
-    return eng_send(ctx, &l->peer, &m, NULL);
+    return eng_send(&l->peer, &m, NULL);
 }
 
 /* A regroup's moves (gen, then worker, start, group, group clock each),
@@ -314,7 +330,7 @@ static strata_status_t eng_on_plan_end(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PLANNED);
     eng_put_u32(&m, gen);
-    return eng_send(ctx, &ctx->coord_peer, &m, NULL);
+    return eng_send(&ctx->coord_peer, &m, NULL);
 }
 
 static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
@@ -378,10 +394,8 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
             if (st == STRATA_ERR_AGAIN || st == STRATA_ERR_PEER)
                 return;
             if (st != STRATA_OK) {
-                char who[200];
                 eng_fail(ctx, st, "writing the model to %s failed: %s",
-                         eng_peer_str(&l->peer, who, sizeof(who)),
-                         strata_strerror(st));
+                         eng_peer_name(&l->peer), strata_strerror(st));
                 return;
             }
             atomic_fetch_add_explicit(&ctx->cnt.bytes_pulled, pc->len,
@@ -440,9 +454,10 @@ void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
            ap->part->shard_off;
 }
 
-void eng_agg_on_write_done(strata_ctx_t *ctx, void *op_ctx,
-                           strata_status_t status)
+static void eng_agg_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
+                                  void *op_ctx, strata_status_t status)
 {
+    (void)peer;
     eng_agg_t *a = ctx->agg;
     int w = (int)((uintptr_t)op_ctx >> 32) - 1;
     uint32_t i = (uint32_t)(uintptr_t)op_ctx;
@@ -479,12 +494,11 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
     eng_apart_t *ap = &ctx->agg->parts[i];
     int64_t c = ap->arrived[l->widx] + 1;
     bool sparse = eng_imm_kind(imm) == ENG_IMM_SPARSE;
-    char who[200];
     if (!eng_imm_clock_is(imm, c) || !ap->initialized) {
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "gradients for partition %u from %s carry clock bits %u, "
                  "expected clock %lld%s",
-                 ap->index, eng_peer_str(&l->peer, who, sizeof(who)),
+                 ap->index, eng_peer_name(&l->peer),
                  (imm >> 22) & ENG_IMM_CLOCK_MASK, (long long)c,
                  ap->initialized ? "" : " after the initial model");
         return;
@@ -495,8 +509,7 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                  "a sparse push of %u bytes for %s partition %u (%llu bytes) "
                  "from %s",
                  len, strata_dtype_name(ap->part->dtype), ap->index,
-                 (unsigned long long)ap->part->bytes,
-                 eng_peer_str(&l->peer, who, sizeof(who)));
+                 (unsigned long long)ap->part->bytes, eng_peer_name(&l->peer));
         return;
     }
     ap->arrived[l->widx] = c;
@@ -510,8 +523,8 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
     eng_try_reduce(ctx, i);
 }
 
-void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
-                    uint32_t len)
+static void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
+                           uint32_t len)
 {
     eng_agg_t *a = ctx->agg;
     eng_wlink_t *l = peer->owner;
@@ -524,10 +537,9 @@ void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
              !a->parts[i].initialized)
         eng_on_init(ctx, l, i);
     else {
-        char who[200];
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "unexpected write (immediate 0x%08x, %u bytes) from %s", imm,
-                 len, eng_peer_str(peer, who, sizeof(who)));
+                 len, eng_peer_name(peer));
     }
 }
 
@@ -592,15 +604,10 @@ static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
     eng_agg_t *a = ctx->agg;
     if (a->dropped[l->widx])
         return;
-    char who[200];
-    util_warn("dropping %s: %s", eng_peer_str(&l->peer, who, sizeof(who)), why);
+    util_warn("dropping %s: %s", eng_peer_name(&l->peer), why);
     l->left = true;
     l->peer.left = true;
-    if (l->peer.ep) {
-        tp_ep_close(l->peer.ep);
-        eng_backlog_drop(ctx, &l->peer);
-        l->peer.ep = NULL;
-    }
+    eng_peer_close(&l->peer);
     eng_wlink_forget(ctx, l);
     atomic_fetch_add_explicit(&a->dropped_workers, 1, memory_order_relaxed);
     eng_worker_out(ctx, l->widx);
@@ -627,12 +634,12 @@ static void eng_on_leave(strata_ctx_t *ctx, eng_wlink_t *l)
     unsigned char buf[8];
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LEFT);
-    eng_send(ctx, &l->peer, &m, NULL);
+    eng_send(&l->peer, &m, NULL);
     eng_worker_out(ctx, l->widx);
 }
 
-void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
-                     eng_rbuf_t *r)
+static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                            eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
     eng_wlink_t *l = peer->owner;
@@ -657,19 +664,14 @@ void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         eng_on_leave(ctx, l);
         return;
     }
-    char who[200];
     eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed %s from %s",
-             eng_msg_name(type), eng_peer_str(peer, who, sizeof(who)));
+             eng_msg_name(type), eng_peer_name(peer));
 }
 
-void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
-                             strata_status_t status)
+static void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                    strata_status_t status)
 {
-    char who[200];
-    eng_peer_str(peer, who, sizeof(who));
-    tp_ep_close(peer->ep);
-    eng_backlog_drop(ctx, peer);
-    peer->ep = NULL;
+    eng_peer_close(peer);
     eng_wlink_t *l = peer->owner;
     if (peer->left || l->widx < 0) /* a stray connection is no failure */
         return;
@@ -682,7 +684,7 @@ void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
     eng_fail_soon(ctx, STRATA_ERR_PEER,
                   "%s disconnected before finalizing (killed, or its network "
                   "failed): %s",
-                  who, why);
+                  eng_peer_name(peer), why);
 }
 
 /* ---- finalizing ---- */
@@ -693,9 +695,7 @@ static void eng_agg_close(strata_ctx_t *ctx)
     for (eng_wlink_t *l = a->accepted; l; l = l->next)
         if (l->peer.ep) {
             l->peer.left = true;
-            tp_ep_close(l->peer.ep);
-            eng_backlog_drop(ctx, &l->peer);
-            l->peer.ep = NULL;
+            eng_peer_close(&l->peer);
         }
     for (int p = 0; p < ENG_NPROV; p++)
         if (ctx->data_listener[p]) {

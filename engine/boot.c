@@ -29,6 +29,22 @@ static const eng_cfg_key_t eng_shared_keys[] = {
 };
 #define ENG_NSHARED (sizeof(eng_shared_keys) / sizeof(*eng_shared_keys))
 
+static void eng_boot_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                  strata_status_t status);
+static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                             eng_rbuf_t *r);
+static void eng_boot_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                     strata_status_t status);
+
+/* This rank's connection to the coordinator. */
+static const eng_peer_ops_t eng_boot_peer_ops = {
+    .what = "the coordinator",
+    .singular = true,
+    .on_connected = eng_boot_on_connected,
+    .on_message = eng_boot_on_recv,
+    .on_disconnected = eng_boot_on_disconnected,
+};
+
 /* ---- preparing (application thread) ---- */
 
 static void eng_host_id(char *buf, size_t len)
@@ -120,7 +136,8 @@ static strata_status_t eng_listen_data(strata_ctx_t *ctx)
 strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
 {
     eng_host_id(ctx->host_id, sizeof(ctx->host_id));
-    ctx->coord_peer = (eng_peer_t){.kind = ENG_PEER_COORD, .rank = 0};
+    ctx->coord_peer =
+        (eng_peer_t){.ops = &eng_boot_peer_ops, .q = &ctx->msgs, .rank = 0};
     ctx->join_deadline_ns =
         util_now_ns() + (uint64_t)ctx->timeout_ms * 1000000u;
     ctx->join_last_error = STRATA_ERR_TIMEOUT;
@@ -274,13 +291,14 @@ static strata_status_t eng_send_hello(strata_ctx_t *ctx)
             eng_put_u8(&w, (uint8_t)i);
             eng_put_str(&w, tp_listener_addr(ctx->data_listener[i]));
         }
-    return eng_send(ctx, &ctx->coord_peer, &w, NULL);
+    return eng_send(&ctx->coord_peer, &w, NULL);
 }
 
-void eng_boot_on_connected(strata_ctx_t *ctx, strata_status_t status)
+static void eng_boot_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                  strata_status_t status)
 {
     if (status == STRATA_OK) {
-        ctx->coord_peer.up = true;
+        peer->up = true;
         status = eng_send_hello(ctx);
         if (status == STRATA_OK) {
             eng_boot_later(ctx, false); /* the deadline still holds */
@@ -290,9 +308,8 @@ void eng_boot_on_connected(strata_ctx_t *ctx, strata_status_t status)
     util_debug("connecting to the coordinator at %s: %s", ctx->coord_addr,
                strata_strerror(status));
     ctx->join_last_error = status;
-    tp_ep_close(ctx->coord_peer.ep);
-    ctx->coord_peer.ep = NULL;
-    ctx->coord_peer.up = false;
+    eng_peer_close(peer);
+    peer->up = false;
     eng_boot_later(ctx, true);
 }
 
@@ -344,8 +361,10 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
     }
 }
 
-void eng_boot_on_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
+static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
+                             eng_rbuf_t *r)
 {
+    (void)peer;
     char reason[TP_MSG_MAX];
     switch (type) {
     case ENG_MSG_AGG_INFO:
@@ -370,11 +389,11 @@ void eng_boot_on_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
     }
 }
 
-void eng_boot_on_disconnected(strata_ctx_t *ctx, strata_status_t status)
+static void eng_boot_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                     strata_status_t status)
 {
-    tp_ep_close(ctx->coord_peer.ep);
-    ctx->coord_peer.ep = NULL;
-    ctx->coord_peer.up = false;
+    eng_peer_close(peer);
+    peer->up = false;
     if (ctx->bye_sent)
         return;
     eng_fail(ctx, STRATA_ERR_PEER, "lost the coordinator (rank 0 at %s): %s",
@@ -393,7 +412,7 @@ strata_status_t eng_boot_bye(strata_ctx_t *ctx, uint32_t *pending)
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_BYE);
     eng_put_str(&w, json);
     (*pending)++;
-    strata_status_t st = eng_send(ctx, &ctx->coord_peer, &w, pending);
+    strata_status_t st = eng_send(&ctx->coord_peer, &w, pending);
     if (st != STRATA_OK)
         (*pending)--;
     return st;

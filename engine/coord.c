@@ -20,6 +20,18 @@
 #define ENG_HELLO_MAGIC 0x53545241u
 #define ENG_PROTO_VERSION 1
 
+static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
+                              unsigned type, eng_rbuf_t *r);
+static void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                      strata_status_t status);
+
+/* The coordinator's connection to a rank. */
+static const eng_peer_ops_t eng_member_ops = {
+    .what = "rank",
+    .on_message = eng_coord_on_recv,
+    .on_disconnected = eng_coord_on_disconnected,
+};
+
 strata_status_t eng_coord_create(strata_ctx_t *ctx)
 {
     eng_coord_t *c = util_calloc(1, sizeof(*c));
@@ -34,14 +46,16 @@ strata_status_t eng_coord_create(strata_ctx_t *ctx)
     return eng_coord_policy_create(ctx);
 }
 
-const char *eng_member_str(const eng_member_t *m, char *buf, size_t len)
+const char *eng_member_name(eng_member_t *m)
 {
     if (!m->hello)
-        return eng_peer_str(&m->peer, buf, len);
+        return eng_peer_name(&m->peer);
     /* host ids are hostname/boot id: the name is what people know */
-    snprintf(buf, len, "rank %d (pid %d on %.*s)", m->peer.rank, m->pid,
-             (int)strcspn(m->host_id, "/"), m->host_id);
-    return buf;
+    if (!m->name[0])
+        snprintf(m->name, sizeof(m->name), "rank %d (pid %d on %.*s)",
+                 m->peer.rank, m->pid, (int)strcspn(m->host_id, "/"),
+                 m->host_id);
+    return m->name;
 }
 
 void eng_coord_free(strata_ctx_t *ctx)
@@ -52,9 +66,7 @@ void eng_coord_free(strata_ctx_t *ctx)
     eng_coord_policy_free(ctx);
     for (eng_member_t *m = c->members, *next; m; m = next) {
         next = m->next;
-        if (m->peer.ep)
-            tp_ep_close(m->peer.ep);
-        eng_backlog_drop(ctx, &m->peer);
+        eng_peer_close(&m->peer);
         eng_layout_rx_free(&m->layout);
         util_free(m->metrics);
         util_free(m);
@@ -72,7 +84,8 @@ void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep)
         tp_ep_close(ep);
         return;
     }
-    m->peer = (eng_peer_t){.kind = ENG_PEER_MEMBER,
+    m->peer = (eng_peer_t){.ops = &eng_member_ops,
+                           .q = &ctx->msgs,
                            .rank = -1,
                            .ep = ep,
                            .tp = ctx->coord_tp,
@@ -96,7 +109,7 @@ static void eng_send_abort(strata_ctx_t *ctx, eng_member_t *m,
     if (!m->peer.ep || m->bye)
         return;
     ctx->abort_pending++;
-    if (eng_send(ctx, &m->peer, &w, &ctx->abort_pending) != STRATA_OK)
+    if (eng_send(&m->peer, &w, &ctx->abort_pending) != STRATA_OK)
         ctx->abort_pending--;
 }
 
@@ -153,12 +166,10 @@ static bool eng_check_settings(strata_ctx_t *ctx, eng_member_t *m,
         if (iv == eng_config_int(ctx->cfg, key) &&
             dv == eng_config_double(ctx->cfg, key))
             continue;
-        char who[200];
         eng_fail(ctx, STRATA_ERR_CONFIG,
                  "settings differ between ranks: %s has %s=%s but rank 0 "
                  "has %s",
-                 eng_member_str(m, who, sizeof(who)),
-                 eng_config_name((eng_cfg_key_t)key), raw,
+                 eng_member_name(m), eng_config_name((eng_cfg_key_t)key), raw,
                  eng_config_str(ctx->cfg, key));
         return false;
     }
@@ -200,14 +211,14 @@ static void eng_send_roster(strata_ctx_t *ctx, eng_member_t *m)
                 eng_put_u8(&w, (uint8_t)i);
                 eng_put_str(&w, info->addr[i]);
             }
-        eng_send(ctx, &m->peer, &w, NULL);
+        eng_send(&m->peer, &w, NULL);
     }
     int local = 0;
     for (int r = 0; r < m->peer.rank; r++)
         local += strcmp(c->by_rank[r]->host_id, m->host_id) == 0;
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_WELCOME);
     eng_put_u32(&w, (uint32_t)local);
-    eng_send(ctx, &m->peer, &w, NULL);
+    eng_send(&m->peer, &w, NULL);
 }
 
 static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
@@ -219,12 +230,11 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     int naggs = (int)eng_get_u32(r);
     m->pid = (int)eng_get_u32(r);
     eng_get_str(r, m->host_id, sizeof(m->host_id));
-    char who[200];
     if (r->bad || magic != ENG_HELLO_MAGIC || version != ENG_PROTO_VERSION) {
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "%s sent a malformed HELLO (another program, or a "
                  "different version of Strata)",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     if (size != ctx->size || naggs != ctx->naggs || rank < 0 || rank >= size ||
@@ -233,8 +243,8 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
                  "%s (pid %d on %s) does not fit this job: it says rank %d "
                  "of %d with %d aggregators, the job has %d ranks and %d "
                  "aggregators%s",
-                 eng_peer_str(&m->peer, who, sizeof(who)), m->pid, m->host_id,
-                 rank, size, naggs, ctx->size, ctx->naggs,
+                 eng_peer_name(&m->peer), m->pid, m->host_id, rank, size, naggs,
+                 ctx->size, ctx->naggs,
                  rank >= 0 && rank < ctx->size && c->by_rank[rank]
                      ? ", and that rank has already joined"
                      : "");
@@ -246,12 +256,12 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
         return;
     if (!eng_read_addrs(m, r)) {
         eng_fail(ctx, STRATA_ERR_PROTO, "%s sent a malformed HELLO",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     c->by_rank[rank] = m;
-    util_debug("%s joined (%d of %d)", eng_member_str(m, who, sizeof(who)),
-               c->nhello + 1, ctx->size);
+    util_debug("%s joined (%d of %d)", eng_member_name(m), c->nhello + 1,
+               ctx->size);
     if (++c->nhello == ctx->size)
         for (int i = 0; i < ctx->size; i++)
             eng_send_roster(ctx, c->by_rank[i]);
@@ -259,12 +269,12 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
 
 /* ---- layout ---- */
 
-static void eng_send_layout_ok(strata_ctx_t *ctx, eng_member_t *m)
+static void eng_send_layout_ok(eng_member_t *m)
 {
     unsigned char buf[16];
     eng_wbuf_t w;
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_LAYOUT_OK);
-    eng_send(ctx, &m->peer, &w, NULL);
+    eng_send(&m->peer, &w, NULL);
 }
 
 /* Every worker's layout is in and matches the first worker's: tell the
@@ -275,12 +285,12 @@ static void eng_layout_accepted(strata_ctx_t *ctx)
     const eng_layout_rx_t *ref = &c->by_rank[ctx->naggs]->layout;
     for (int a = 0; a < ctx->naggs; a++) {
         eng_member_t *m = c->by_rank[a];
-        eng_layout_send(ctx, &m->peer, ref->tensors, ref->ntensors,
+        eng_layout_send(&m->peer, ref->tensors, ref->ntensors,
                         ref->partition_bytes);
-        eng_send_layout_ok(ctx, m);
+        eng_send_layout_ok(m);
     }
     for (int r = ctx->naggs; r < ctx->size; r++)
-        eng_send_layout_ok(ctx, c->by_rank[r]);
+        eng_send_layout_ok(c->by_rank[r]);
     c->layout_sent = true;
     eng_coord_policy_start(ctx);
     util_info("layout of %u tensors accepted from %d workers", ref->ntensors,
@@ -317,8 +327,7 @@ static void eng_check_layouts(strata_ctx_t *ctx)
 static void eng_on_layout_msg(strata_ctx_t *ctx, eng_member_t *m, unsigned type,
                               eng_rbuf_t *r)
 {
-    char who[200];
-    eng_member_str(m, who, sizeof(who));
+    const char *who = eng_member_name(m);
     if (m->peer.rank < ctx->naggs || ctx->coord->nhello < ctx->size) {
         eng_fail(ctx, STRATA_ERR_PROTO, "%s sent a layout out of turn", who);
         return;
@@ -337,9 +346,8 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     char json[TP_MSG_MAX];
     eng_get_str(r, json, sizeof(json));
     if (!eng_rbuf_ok(r) || m->bye) {
-        char who[200];
         eng_fail(ctx, STRATA_ERR_PROTO, "malformed or repeated BYE from %s",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     m->bye = true;
@@ -350,14 +358,13 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     eng_coord_regroup_left(ctx, m);
 }
 
-void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
-                       eng_rbuf_t *r)
+static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
+                              unsigned type, eng_rbuf_t *r)
 {
     eng_member_t *m = peer->owner;
-    char who[200];
     if (type != ENG_MSG_HELLO && !m->hello) {
         eng_fail(ctx, STRATA_ERR_PROTO, "%s sent %s before HELLO",
-                 eng_member_str(m, who, sizeof(who)), eng_msg_name(type));
+                 eng_member_name(m), eng_msg_name(type));
         return;
     }
     switch (type) {
@@ -389,27 +396,24 @@ void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
     default:
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "%s sent an unexpected message %s (type %u)",
-                 eng_member_str(m, who, sizeof(who)), eng_msg_name(type), type);
+                 eng_member_name(m), eng_msg_name(type), type);
     }
 }
 
-void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
-                               strata_status_t status)
+static void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                      strata_status_t status)
 {
     eng_member_t *m = peer->owner;
-    tp_ep_close(peer->ep);
-    eng_backlog_drop(ctx, peer);
-    peer->ep = NULL;
+    eng_peer_close(peer);
     if (m->bye || m->dropped || !m->hello || eng_fatal(ctx))
         return;
     const char *why = status == STRATA_OK ? "it closed the connection"
                                           : strata_strerror(status);
     if (eng_coord_drop_lost(ctx, m, why))
         return;
-    char who[200];
     eng_fail(ctx, STRATA_ERR_PEER, "%s %s disconnected without finalizing: %s",
              m->peer.rank < ctx->naggs ? "aggregator" : "worker",
-             eng_member_str(m, who, sizeof(who)), why);
+             eng_member_name(m), why);
 }
 
 /* ---- metrics ---- */

@@ -22,7 +22,8 @@ typedef struct eng_member {
     eng_agg_info_t info;
     eng_layout_rx_t layout;
     bool layout_checked;
-    char *metrics; /* JSON from BYE */
+    char *metrics;                /* JSON from BYE */
+    char name[ENG_PEER_NAME_MAX]; /* eng_member_name's, after HELLO */
 } eng_member_t;
 
 struct eng_coord {
@@ -34,8 +35,8 @@ struct eng_coord {
     struct eng_regroup *rg; /* gssp */
 };
 
-/* "rank 5 (pid 123 on host)" */
-const char *eng_member_str(const eng_member_t *m, char *buf, size_t len);
+/* "rank 5 (pid 123 on host)" once it said HELLO, else its peer's name. */
+const char *eng_member_name(eng_member_t *m);
 
 /* ---- coord_policy.c ---- */
 

@@ -56,9 +56,8 @@ static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
 {
     eng_coord_t *c = ctx->coord;
     uint32_t w = (uint32_t)(m->peer.rank - ctx->naggs);
-    char who[200];
     util_warn("dropping worker %s: %s; the others go on without it",
-              eng_member_str(m, who, sizeof(who)), why);
+              eng_member_name(m), why);
     m->dropped = true;
     c->nbye++; /* it will not say BYE */
     if (c->ss && eng_ss_is_live(c->ss, w))
@@ -69,9 +68,8 @@ static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
         eng_member_t *agg = c->by_rank[a];
         eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_DROP);
         eng_put_u32(&msg, w);
-        strata_status_t st = agg && agg->peer.ep
-                                 ? eng_send(ctx, &agg->peer, &msg, NULL)
-                                 : STRATA_OK;
+        strata_status_t st =
+            agg && agg->peer.ep ? eng_send(&agg->peer, &msg, NULL) : STRATA_OK;
         if (st != STRATA_OK)
             eng_fail(ctx, st, "cannot tell aggregator %d to drop worker %u: %s",
                      a, w, strata_strerror(st));
@@ -121,11 +119,10 @@ static void eng_answer(strata_ctx_t *ctx, eng_member_t *m, uint32_t seq,
     /* A worker may finalize before the answer to its last query (the one
      * for a round it will not take) arrives: a worker lost without BYE
      * fails the job through its disconnect. */
-    strata_status_t sst = eng_send(ctx, &m->peer, &msg, NULL);
+    strata_status_t sst = eng_send(&m->peer, &msg, NULL);
     if (sst != STRATA_OK && sst != STRATA_ERR_PEER) {
-        char who[200];
-        eng_fail(ctx, sst, "cannot answer %s: %s",
-                 eng_member_str(m, who, sizeof(who)), strata_strerror(sst));
+        eng_fail(ctx, sst, "cannot answer %s: %s", eng_member_name(m),
+                 strata_strerror(sst));
     }
 }
 
@@ -140,10 +137,9 @@ void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     q.rtt_seconds = eng_get_f64(r);
     uint64_t echo = eng_get_u64(r);
     bool syncing = eng_get_u8(r) != 0;
-    char who[200];
     if (!eng_rbuf_ok(r) || !c->ss || m->peer.rank < ctx->naggs) {
         eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed QUERY from %s",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     if (m->dropped) {

@@ -99,12 +99,11 @@ static eng_member_t *eng_live_worker(strata_ctx_t *ctx, uint32_t w)
  * fails the job through its disconnect). */
 static void eng_rg_send(strata_ctx_t *ctx, eng_member_t *m, eng_wbuf_t *msg)
 {
-    strata_status_t st = eng_send(ctx, &m->peer, msg, NULL);
+    strata_status_t st = eng_send(&m->peer, msg, NULL);
     if (st != STRATA_OK &&
         !(st == STRATA_ERR_PEER && m->peer.rank >= ctx->naggs)) {
-        char who[200];
         eng_fail(ctx, st, "regrouping: cannot send to %s: %s",
-                 eng_member_str(m, who, sizeof(who)), strata_strerror(st));
+                 eng_member_name(m), strata_strerror(st));
     }
 }
 
@@ -147,9 +146,8 @@ void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     uint32_t gen = eng_get_u32(r);
     if (!eng_rbuf_ok(r) || !rg || rg->phase != ENG_RG_PLANNING ||
         gen != rg->gen || m->peer.rank >= ctx->naggs) {
-        char who[200];
         eng_fail(ctx, STRATA_ERR_PROTO, "unexpected PLANNED from %s",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     if (--rg->waiting == 0)
@@ -262,9 +260,8 @@ void eng_coord_on_frozen(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
         return;
     if (!eng_rbuf_ok(r) || !rg || rg->phase != ENG_RG_FREEZING ||
         gen != rg->gen || w < 0 || rg->frozen_at[w] != ENG_RG_ASKED || at < 0) {
-        char who[200];
         eng_fail(ctx, STRATA_ERR_PROTO, "unexpected FROZEN from %s",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     rg->frozen_at[w] = at;
@@ -335,17 +332,16 @@ void eng_coord_on_epoch(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     uint32_t epoch = eng_get_u32(r);
     double seconds = eng_get_f64(r);
     int w = m->peer.rank - ctx->naggs;
-    char who[200];
     if (!eng_rbuf_ok(r) || !rg || w < 0 || epoch != rg->epochs[w] + 1) {
         eng_fail(ctx, STRATA_ERR_PROTO, "unexpected EPOCH from %s",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     strata_status_t st =
         eng_grouping_report(rg->grouping, (uint32_t)w, seconds);
     if (st != STRATA_OK) {
         eng_fail(ctx, st, "the iteration time %s reported was refused",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     rg->epochs[w] = epoch;
@@ -358,9 +354,8 @@ void eng_coord_on_final(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     int64_t clock = eng_get_i64(r);
     int w = m->peer.rank - ctx->naggs;
     if (!eng_rbuf_ok(r) || !rg || w < 0 || clock < 0) {
-        char who[200];
         eng_fail(ctx, STRATA_ERR_PROTO, "unexpected FINAL from %s",
-                 eng_member_str(m, who, sizeof(who)));
+                 eng_member_name(m));
         return;
     }
     rg->final[w] = clock;

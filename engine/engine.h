@@ -11,6 +11,7 @@
  *
  * Modules:
  *   loop.c        progress thread, commands, event dispatch, failure
+ *   msg.c         peers and their handler tables, control messages, names
  *   boot.c        joining the job: the coordinator's address, HELLO, roster
  *   coord.c       the coordinator (rank 0): roster, layout check, exits
  *   worker.c      worker data path: pushes, model arrivals
@@ -31,6 +32,7 @@
 #include "engine/config.h"
 #include "engine/launch.h"
 #include "engine/layout.h"
+#include "engine/msg.h"
 #include "engine/policy.h"
 #include "engine/wire.h"
 #include "transport/transport.h"
@@ -46,28 +48,9 @@ int eng_prov_index(const char *name);
 #define ENG_HOST_ID_MAX 128
 
 typedef struct eng_coord eng_coord_t;
-typedef struct eng_msg eng_msg_t;
 typedef struct eng_worker eng_worker_t;
 typedef struct eng_agg eng_agg_t;
 typedef struct eng_rounds eng_rounds_t;
-
-/* What an endpoint's context points to: which module owns it. */
-typedef enum eng_peer_kind {
-    ENG_PEER_COORD,  /* this rank's connection to the coordinator */
-    ENG_PEER_MEMBER, /* the coordinator's connection to a rank */
-    ENG_PEER_AGG,    /* a worker's connection to an aggregator */
-    ENG_PEER_WORKER, /* an aggregator's connection to a worker */
-} eng_peer_kind_t;
-
-typedef struct eng_peer {
-    eng_peer_kind_t kind;
-    int rank; /* -1 until known */
-    tp_ep_t *ep;
-    tp_ctx_t *tp;
-    bool up;     /* connected (and, for accepted ones, identified) */
-    bool left;   /* said goodbye: a disconnect is no failure */
-    void *owner; /* the module's per-peer state */
-} eng_peer_t;
 
 /* Commands from the application thread. */
 typedef enum eng_cmd_type {
@@ -174,7 +157,7 @@ struct strata_ctx {
         int line;
         char msg[512];
     } soon;
-    eng_msg_t *backlog_head, *backlog_tail; /* control messages to resend */
+    eng_msgq_t msgs; /* control messages a full send queue refused */
 
     /* transports */
     tp_ctx_t *coord_tp;                      /* tcp, for the rendezvous */
@@ -273,21 +256,9 @@ static inline strata_status_t eng_fatal(const strata_ctx_t *ctx)
     return (strata_status_t)atomic_load(&((strata_ctx_t *)ctx)->fatal);
 }
 
-/* Send a control message built in w; a full queue is retried by
- * progressing the transport for up to the timeout (control messages are
- * rare). Failures are the caller's to report. */
-strata_status_t eng_send(strata_ctx_t *ctx, eng_peer_t *peer,
-                         const eng_wbuf_t *w, void *op_ctx);
-
-/* Forget the queued messages to a peer about to be freed. */
-void eng_backlog_drop(strata_ctx_t *ctx, const eng_peer_t *peer);
-
 /* Complete a request (progress thread). */
 void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
                       strata_status_t status);
-
-/* Describes a peer for messages: "worker rank 5 (host:port)". */
-const char *eng_peer_str(const eng_peer_t *peer, char *buf, size_t len);
 
 /* ---- boot.c ---- */
 
@@ -296,9 +267,6 @@ const char *eng_peer_str(const eng_peer_t *peer, char *buf, size_t len);
 strata_status_t eng_boot_prepare(strata_ctx_t *ctx);
 /* Progress thread: start (or retry) connecting to the coordinator. */
 void eng_boot_retry(strata_ctx_t *ctx);
-void eng_boot_on_connected(strata_ctx_t *ctx, strata_status_t status);
-void eng_boot_on_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
-void eng_boot_on_disconnected(strata_ctx_t *ctx, strata_status_t status);
 void eng_boot_free(strata_ctx_t *ctx);
 /* Say BYE to the coordinator, with this rank's metrics; *pending counts it
  * until sent. */
@@ -309,10 +277,6 @@ strata_status_t eng_boot_bye(strata_ctx_t *ctx, uint32_t *pending);
 strata_status_t eng_coord_create(strata_ctx_t *ctx);
 void eng_coord_free(strata_ctx_t *ctx);
 void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep);
-void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
-                       eng_rbuf_t *r);
-void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
-                               strata_status_t status);
 /* Tell every rank why the job failed. */
 void eng_coord_abort(strata_ctx_t *ctx, const char *reason);
 /* At the join deadline: fails the job naming the ranks that never said
@@ -342,17 +306,7 @@ int eng_worker_link_prov(const strata_ctx_t *ctx, int a);
 util_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx);
 /* The roster arrived: connect to every aggregator. */
 strata_status_t eng_worker_connect(strata_ctx_t *ctx);
-void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
-                             strata_status_t status);
-void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
-                        eng_rbuf_t *r);
 void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
-void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
-                       uint32_t len);
-void eng_worker_on_write_done(strata_ctx_t *ctx, void *op_ctx,
-                              strata_status_t status);
-void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
-                                strata_status_t status);
 void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
 /* Tensor i's description and buffers. */
 const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
@@ -393,15 +347,7 @@ void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r);
 strata_status_t eng_agg_create(strata_ctx_t *ctx);
 void eng_agg_free(strata_ctx_t *ctx);
 void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp);
-void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
-                     eng_rbuf_t *r);
 void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
-void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
-                    uint32_t len);
-void eng_agg_on_write_done(strata_ctx_t *ctx, void *op_ctx,
-                           strata_status_t status);
-void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
-                             strata_status_t status);
 void eng_agg_flush(strata_ctx_t *ctx);
 void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
 /* Group g's clock on the shard: the least over its partitions. Any thread. */

@@ -54,7 +54,7 @@ void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_EPOCH);
     eng_put_u32(&m, cmd->u.epoch.epoch);
     eng_put_f64(&m, cmd->u.epoch.seconds);
-    strata_status_t st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
+    strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
     if (st != STRATA_OK)
         eng_fail(ctx, st, "cannot report the epoch to the coordinator: %s",
                  strata_strerror(st));

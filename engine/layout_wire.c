@@ -12,7 +12,7 @@ static size_t eng_tensor_wire_len(const eng_tensor_desc_t *t)
     return 2 + strlen(t->name) + 1 + 8;
 }
 
-strata_status_t eng_layout_send(strata_ctx_t *ctx, eng_peer_t *peer,
+strata_status_t eng_layout_send(eng_peer_t *peer,
                                 const eng_tensor_desc_t *tensors, uint32_t n,
                                 uint64_t partition_bytes)
 {
@@ -22,7 +22,7 @@ strata_status_t eng_layout_send(strata_ctx_t *ctx, eng_peer_t *peer,
     eng_put_u64(&w, eng_layout_hash(tensors, n, partition_bytes));
     eng_put_u32(&w, n);
     eng_put_u64(&w, partition_bytes);
-    strata_status_t st = eng_send(ctx, peer, &w, NULL);
+    strata_status_t st = eng_send(peer, &w, NULL);
     for (uint32_t i = 0; st == STRATA_OK && i < n;) {
         eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_TENSORS);
         eng_put_u32(&w, i);
@@ -37,7 +37,7 @@ strata_status_t eng_layout_send(strata_ctx_t *ctx, eng_peer_t *peer,
         }
         buf[count_at] = (unsigned char)k;
         buf[count_at + 1] = (unsigned char)(k >> 8);
-        st = eng_send(ctx, peer, &w, NULL);
+        st = eng_send(peer, &w, NULL);
     }
     return st;
 }

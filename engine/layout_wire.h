@@ -6,10 +6,11 @@
 #ifndef STRATA_ENGINE_LAYOUT_WIRE_H
 #define STRATA_ENGINE_LAYOUT_WIRE_H
 
-#include "engine/engine.h"
+#include "engine/layout.h"
+#include "engine/msg.h"
 
 /* Queue the whole layout to peer. */
-strata_status_t eng_layout_send(strata_ctx_t *ctx, eng_peer_t *peer,
+strata_status_t eng_layout_send(eng_peer_t *peer,
                                 const eng_tensor_desc_t *tensors, uint32_t n,
                                 uint64_t partition_bytes);
 

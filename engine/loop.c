@@ -14,7 +14,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "util/alloc.h"
 #include "util/log.h"
 
 const char *const eng_prov_names[ENG_NPROV] = {"verbs", "tcp", "shm"};
@@ -28,21 +27,6 @@ int eng_prov_index(const char *name)
         if (strcmp(eng_prov_names[i], name) == 0)
             return i;
     return -1;
-}
-
-const char *eng_peer_str(const eng_peer_t *peer, char *buf, size_t len)
-{
-    static const char *const what[] = {"the coordinator", "rank", "aggregator",
-                                       "worker"};
-    const char *where = peer->ep ? tp_ep_peer(peer->ep) : "?";
-    if (peer->kind == ENG_PEER_COORD)
-        snprintf(buf, len, "the coordinator (rank 0 at %s)", where);
-    else if (peer->rank >= 0)
-        snprintf(buf, len, "%s rank %d (%s)", what[peer->kind], peer->rank,
-                 where);
-    else
-        snprintf(buf, len, "an unidentified peer (%s)", where);
-    return buf;
 }
 
 /* ---- commands ---- */
@@ -145,93 +129,15 @@ static void eng_fail_soon_due(strata_ctx_t *ctx)
                 ctx->soon.msg);
 }
 
-/* ---- control messages ---- */
-
-struct eng_msg {
-    struct eng_msg *next;
-    eng_peer_t *peer;
-    void *op_ctx;
-    size_t len;
-    unsigned char data[];
-};
-
-/* A message a full send queue refused waits in ctx->backlog, oldest first,
- * and every later one queues behind it so that each peer's messages keep
- * their order. Control traffic only: the data path never comes here. */
-strata_status_t eng_send(strata_ctx_t *ctx, eng_peer_t *peer,
-                         const eng_wbuf_t *w, void *op_ctx)
-{
-    size_t len = eng_wbuf_len(w);
-    if (len == 0) {
-        util_error("a control message overflowed its buffer (a bug)");
-        return STRATA_ERR_PROTO;
-    }
-    if (!peer->ep)
-        return STRATA_ERR_STATE;
-    strata_status_t st = ctx->backlog_head
-                             ? STRATA_ERR_AGAIN
-                             : tp_send(peer->ep, w->p, len, op_ctx);
-    if (st != STRATA_ERR_AGAIN)
-        return st;
-    eng_msg_t *m = util_malloc(sizeof(*m) + len);
-    if (!m) {
-        util_error("out of memory queueing a %zu-byte control message", len);
-        return STRATA_ERR_NOMEM;
-    }
-    *m = (eng_msg_t){.peer = peer, .op_ctx = op_ctx, .len = len};
-    memcpy(m->data, w->p, len);
-    if (ctx->backlog_tail)
-        ctx->backlog_tail->next = m;
-    else
-        ctx->backlog_head = m;
-    ctx->backlog_tail = m;
-    return STRATA_OK;
-}
-
-/* Send what the backlog holds, in order, until a queue is full again. */
-static bool eng_backlog_flush(strata_ctx_t *ctx)
-{
-    bool any = false;
-    while (ctx->backlog_head) {
-        eng_msg_t *m = ctx->backlog_head;
-        strata_status_t st = STRATA_OK;
-        if (m->peer->ep) {
-            st = tp_send(m->peer->ep, m->data, m->len, m->op_ctx);
-            if (st == STRATA_ERR_AGAIN)
-                return any;
-        }
-        if (st != STRATA_OK) {
-            char who[160];
-            util_debug("dropping a queued message to %s: %s",
-                       eng_peer_str(m->peer, who, sizeof(who)),
-                       strata_strerror(st));
-        }
-        ctx->backlog_head = m->next;
-        if (!ctx->backlog_head)
-            ctx->backlog_tail = NULL;
-        util_free(m);
-        any = true;
-    }
-    return any;
-}
-
-void eng_backlog_drop(strata_ctx_t *ctx, const eng_peer_t *peer)
-{
-    eng_msg_t **pp = &ctx->backlog_head, *last = NULL;
-    while (*pp) {
-        eng_msg_t *m = *pp;
-        if (m->peer == peer) {
-            *pp = m->next;
-            util_free(m);
-        } else {
-            last = m;
-            pp = &m->next;
-        }
-    }
-    ctx->backlog_tail = last;
-}
-
 /* ---- events ---- */
+
+/* An event the peer's role does not expect from it. */
+static void eng_unexpected(strata_ctx_t *ctx, eng_peer_t *peer,
+                           const char *what)
+{
+    eng_fail(ctx, STRATA_ERR_PROTO, "unexpected %s from %s", what,
+             eng_peer_name(peer));
+}
 
 static void eng_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
                         const tp_event_t *ev)
@@ -239,41 +145,14 @@ static void eng_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
     eng_rbuf_t r;
     unsigned type;
     eng_rbuf_init(&r, ev->data, ev->len, &type);
-    switch (peer->kind) {
-    case ENG_PEER_COORD:
-        eng_boot_on_recv(ctx, type, &r);
-        break;
-    case ENG_PEER_MEMBER:
-        eng_coord_on_recv(ctx, peer, type, &r);
-        break;
-    case ENG_PEER_AGG:
-        eng_worker_on_recv(ctx, peer, type, &r);
-        break;
-    case ENG_PEER_WORKER:
-        eng_agg_on_recv(ctx, peer, type, &r);
-        break;
-    }
+    if (peer->ops->on_message)
+        peer->ops->on_message(ctx, peer, type, &r);
+    else
+        eng_unexpected(ctx, peer, eng_msg_name(type));
 }
 
-static void eng_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
-                                strata_status_t status)
-{
-    switch (peer->kind) {
-    case ENG_PEER_COORD:
-        eng_boot_on_disconnected(ctx, status);
-        break;
-    case ENG_PEER_MEMBER:
-        eng_coord_on_disconnected(ctx, peer, status);
-        break;
-    case ENG_PEER_AGG:
-        eng_worker_on_disconnected(ctx, peer, status);
-        break;
-    case ENG_PEER_WORKER:
-        eng_agg_on_disconnected(ctx, peer, status);
-        break;
-    }
-}
-
+/* Every event goes to the handlers of the peer whose endpoint it names,
+ * which the role that made the peer set. */
 static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
 {
     eng_peer_t *peer = ev->ep ? tp_ep_ctx(ev->ep) : NULL;
@@ -281,12 +160,13 @@ static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
      * (its context is gone): the rest of what it reported is moot. */
     if (ev->ep && ev->type != TP_EV_ACCEPTED && (!peer || peer->ep != ev->ep))
         return;
+    const eng_peer_ops_t *ops = peer ? peer->ops : NULL;
     switch (ev->type) {
     case TP_EV_CONNECTED:
-        if (peer->kind == ENG_PEER_COORD)
-            eng_boot_on_connected(ctx, ev->status);
+        if (ops->on_connected)
+            ops->on_connected(ctx, peer, ev->status);
         else
-            eng_worker_on_connected(ctx, peer, ev->status);
+            eng_unexpected(ctx, peer, "connection");
         break;
     case TP_EV_ACCEPTED:
         if (tp == ctx->coord_tp && ev->listener == ctx->coord_listener)
@@ -297,10 +177,8 @@ static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
             tp_ep_close(ev->ep);
         break;
     case TP_EV_WRITE_DONE:
-        if (ctx->worker)
-            eng_worker_on_write_done(ctx, ev->op_ctx, ev->status);
-        else
-            eng_agg_on_write_done(ctx, ev->op_ctx, ev->status);
+        if (ops->on_write_done)
+            ops->on_write_done(ctx, peer, ev->op_ctx, ev->status);
         break;
     case TP_EV_SEND_DONE:
         if (ev->op_ctx) /* a counter of messages awaited */
@@ -309,16 +187,19 @@ static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
             util_gate_raise(&ctx->flushed, 1);
         break;
     case TP_EV_WRITE_IMM:
-        if (peer->kind == ENG_PEER_AGG)
-            eng_worker_on_imm(ctx, peer, ev->imm, ev->len);
+        if (ops->on_imm)
+            ops->on_imm(ctx, peer, ev->imm, ev->len);
         else
-            eng_agg_on_imm(ctx, peer, ev->imm, ev->len);
+            eng_unexpected(ctx, peer, "write");
         break;
     case TP_EV_RECV:
         eng_on_recv(ctx, peer, ev);
         break;
     case TP_EV_DISCONNECTED:
-        eng_on_disconnected(ctx, peer, ev->status);
+        if (ops->on_disconnected)
+            ops->on_disconnected(ctx, peer, ev->status);
+        else
+            eng_peer_close(peer);
         break;
     }
 }
@@ -401,7 +282,7 @@ static void *eng_loop_main(void *arg)
     while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
         bool busy = eng_cmd_drain(ctx);
         busy |= eng_progress_all(ctx);
-        busy |= eng_backlog_flush(ctx);
+        busy |= eng_msgq_flush(&ctx->msgs);
         if (ctx->worker)
             eng_worker_flush(ctx);
         if (ctx->agg)
@@ -488,12 +369,7 @@ void eng_loop_stop(strata_ctx_t *ctx)
         pthread_join(ctx->thread, NULL);
         ctx->thread_started = false;
     }
-    while (ctx->backlog_head) {
-        eng_msg_t *m = ctx->backlog_head;
-        ctx->backlog_head = m->next;
-        util_free(m);
-    }
-    ctx->backlog_tail = NULL;
+    eng_msgq_clear(&ctx->msgs);
     if (ctx->cmd_efd >= 0)
         close(ctx->cmd_efd);
     if (ctx->epfd >= 0)

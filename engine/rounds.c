@@ -110,7 +110,7 @@ void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
         eng_put_f64(&m, cmd->u.query.rtt_s);
         eng_put_u64(&m, util_now_ns()); /* echoed: the round trip */
         eng_put_u8(&m, cmd->u.query.syncing);
-        st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
+        st = eng_send(&ctx->coord_peer, &m, NULL);
     } else {
         eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_ROUND);
         eng_put_i64(&m, cmd->u.round.clock);

@@ -115,6 +115,27 @@ struct eng_worker {
     int64_t freeze_at;     /* ... until GO */
 };
 
+static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                    strata_status_t status);
+static void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
+                               unsigned type, eng_rbuf_t *r);
+static void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
+                              uint32_t len);
+static void eng_worker_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
+                                     void *op_ctx, strata_status_t status);
+static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                       strata_status_t status);
+
+/* The worker's connection to an aggregator. */
+static const eng_peer_ops_t eng_link_ops = {
+    .what = "aggregator",
+    .on_connected = eng_worker_on_connected,
+    .on_message = eng_worker_on_recv,
+    .on_imm = eng_worker_on_imm,
+    .on_write_done = eng_worker_on_write_done,
+    .on_disconnected = eng_worker_on_disconnected,
+};
+
 /* ---- registration and requests (application thread) ---- */
 
 strata_status_t eng_worker_create(strata_ctx_t *ctx)
@@ -199,7 +220,8 @@ strata_status_t eng_worker_connect(strata_ctx_t *ctx)
         const char *name = tp_select(ctx->cfg, local);
         l->prov = eng_prov_index(name);
         l->shard = (uint32_t)a;
-        l->peer = (eng_peer_t){.kind = ENG_PEER_AGG, .rank = a, .owner = l};
+        l->peer = (eng_peer_t){
+            .ops = &eng_link_ops, .q = &ctx->msgs, .rank = a, .owner = l};
         if (l->prov < 0 || !info->addr[l->prov][0]) {
             util_error("aggregator rank %d (%s) does not listen on the %s "
                        "transport this worker chose for it",
@@ -219,24 +241,23 @@ strata_status_t eng_worker_connect(strata_ctx_t *ctx)
     return STRATA_OK;
 }
 
-void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
-                             strata_status_t status)
+static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                    strata_status_t status)
 {
     eng_worker_t *w = ctx->worker;
-    char who[200];
     if (status != STRATA_OK) {
-        eng_fail(ctx, status, "cannot connect to %s: %s",
-                 eng_peer_str(peer, who, sizeof(who)), strata_strerror(status));
+        eng_fail(ctx, status, "cannot connect to %s: %s", eng_peer_name(peer),
+                 strata_strerror(status));
         return;
     }
     unsigned char buf[32];
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_JOIN);
     eng_put_u32(&m, (uint32_t)ctx->rank);
-    status = eng_send(ctx, peer, &m, NULL);
+    status = eng_send(peer, &m, NULL);
     if (status != STRATA_OK) {
-        eng_fail(ctx, status, "cannot greet %s: %s",
-                 eng_peer_str(peer, who, sizeof(who)), strata_strerror(status));
+        eng_fail(ctx, status, "cannot greet %s: %s", eng_peer_name(peer),
+                 strata_strerror(status));
         return;
     }
     peer->up = true;
@@ -452,7 +473,7 @@ static strata_status_t eng_commit_start(strata_ctx_t *ctx)
         st = eng_worker_topk_setup(ctx);
     if (st != STRATA_OK)
         return st;
-    return eng_layout_send(ctx, &ctx->coord_peer, lay->tensors, lay->ntensors,
+    return eng_layout_send(&ctx->coord_peer, lay->tensors, lay->ntensors,
                            pbytes);
 }
 
@@ -492,7 +513,7 @@ static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
             uint64_t off = r->param ? r->param_off + piece->tensor_off
                                     : part->shard_off + piece->part_off;
             if (eng_wbuf_room(&m) < 36) {
-                st = eng_send(ctx, &l->peer, &m, NULL);
+                st = eng_send(&l->peer, &m, NULL);
                 eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS);
             }
             eng_put_u32(&m, pc);
@@ -503,9 +524,9 @@ static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
         }
     }
     if (st == STRATA_OK && m.len > 2)
-        st = eng_send(ctx, &l->peer, &m, NULL);
+        st = eng_send(&l->peer, &m, NULL);
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS_END);
-    return st == STRATA_OK ? eng_send(ctx, &l->peer, &m, NULL) : st;
+    return st == STRATA_OK ? eng_send(&l->peer, &m, NULL) : st;
 }
 
 /* ---- posting writes ---- */
@@ -582,10 +603,8 @@ static void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
             if (st == STRATA_ERR_AGAIN)
                 return;
             if (st != STRATA_OK) {
-                char who[200];
                 eng_fail(ctx, st, "writing to %s failed: %s",
-                         eng_peer_str(&l->peer, who, sizeof(who)),
-                         strata_strerror(st));
+                         eng_peer_name(&l->peer), strata_strerror(st));
                 return;
             }
             l->qpiece++;
@@ -603,8 +622,7 @@ static void eng_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
     eng_worker_t *w = ctx->worker;
     tp_rdesc_t d = {
         .addr = eng_get_u64(r), .len = eng_get_u64(r), .key = eng_get_u64(r)};
-    char who[200];
-    eng_peer_str(&l->peer, who, sizeof(who));
+    const char *who = eng_peer_name(&l->peer);
     if (!eng_rbuf_ok(r) || !w->layout || l->have_slots ||
         d.len < 2 * w->layout->shard_bytes[l->shard]) {
         eng_fail(ctx, STRATA_ERR_PROTO, "malformed or unexpected SLOTS from %s",
@@ -640,10 +658,9 @@ static void eng_worker_acked(strata_ctx_t *ctx, eng_link_t *l)
     }
 }
 
-void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
-                        eng_rbuf_t *r)
+static void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
+                               unsigned type, eng_rbuf_t *r)
 {
-    char who[200];
     if (type == ENG_MSG_SLOTS) {
         eng_on_slots(ctx, peer->owner, r);
         return;
@@ -653,7 +670,7 @@ void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         return;
     }
     eng_fail(ctx, STRATA_ERR_PROTO, "unexpected message %s from %s",
-             eng_msg_name(type), eng_peer_str(peer, who, sizeof(who)));
+             eng_msg_name(type), eng_peer_name(peer));
 }
 
 void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
@@ -689,7 +706,7 @@ strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m)
 {
     strata_status_t st = STRATA_OK;
     for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++)
-        st = eng_send(ctx, &ctx->worker->links[a].peer, m, NULL);
+        st = eng_send(&ctx->worker->links[a].peer, m, NULL);
     return st;
 }
 
@@ -820,9 +837,10 @@ static void eng_unpark(strata_ctx_t *ctx)
     w->nparked -= i;
 }
 
-void eng_worker_on_write_done(strata_ctx_t *ctx, void *op_ctx,
-                              strata_status_t status)
+static void eng_worker_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
+                                     void *op_ctx, strata_status_t status)
 {
+    (void)peer;
     uintptr_t op = (uintptr_t)op_ctx;
     /* A failed write means the connection broke; its DISCONNECTED event
      * follows and fails the job. */
@@ -881,19 +899,18 @@ static void eng_pulled(strata_ctx_t *ctx, uint32_t p)
     eng_commit_check(ctx);
 }
 
-void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
-                       uint32_t len)
+static void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
+                              uint32_t len)
 {
     eng_worker_t *w = ctx->worker;
     eng_link_t *l = peer->owner;
     uint32_t p = eng_imm_part(imm);
-    char who[200];
     if (eng_imm_kind(imm) != ENG_IMM_MODEL || !w->layout ||
         p >= w->layout->nparts || w->layout->parts[p].shard != l->shard ||
         !eng_imm_clock_is(imm, w->pulled[p] + 1)) {
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "unexpected write (immediate 0x%08x, %u bytes) from %s", imm,
-                 len, eng_peer_str(peer, who, sizeof(who)));
+                 len, eng_peer_name(peer));
         return;
     }
     const eng_partition_t *part = &w->layout->parts[p];
@@ -923,7 +940,7 @@ void eng_worker_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_FROZEN);
     eng_put_u32(&m, gen);
     eng_put_i64(&m, w->freeze_at);
-    strata_status_t st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
+    strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
     if (st != STRATA_OK)
         eng_fail(ctx, st, "cannot answer the coordinator's FREEZE: %s",
                  strata_strerror(st));
@@ -1033,15 +1050,10 @@ static void eng_worker_close(strata_ctx_t *ctx)
     for (int a = 0; a < ctx->naggs; a++)
         if (w->links[a].peer.ep) {
             w->links[a].peer.left = true;
-            tp_ep_close(w->links[a].peer.ep);
-            eng_backlog_drop(ctx, &w->links[a].peer);
-            w->links[a].peer.ep = NULL;
+            eng_peer_close(&w->links[a].peer);
         }
-    if (ctx->coord_peer.ep && ctx->rank != 0) {
-        tp_ep_close(ctx->coord_peer.ep);
-        eng_backlog_drop(ctx, &ctx->coord_peer);
-        ctx->coord_peer.ep = NULL;
-    }
+    if (ctx->coord_peer.ep && ctx->rank != 0)
+        eng_peer_close(&ctx->coord_peer);
 }
 
 /* Finalizing: once nothing is in flight, say LEAVE to every aggregator and
@@ -1061,13 +1073,13 @@ static void eng_worker_leave(strata_ctx_t *ctx)
             w->acks_pending++;
             /* From now on the aggregator may close first. */
             w->links[a].peer.left = true;
-            st = eng_send(ctx, &w->links[a].peer, &m, &w->sends_pending);
+            st = eng_send(&w->links[a].peer, &m, &w->sends_pending);
         }
         if (st == STRATA_OK && ctx->policy->ops->regroups) {
             /* the clocks its groups reached: never reused by a regroup */
             eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_FINAL);
             eng_put_i64(&m, w->clock);
-            st = eng_send(ctx, &ctx->coord_peer, &m, NULL);
+            st = eng_send(&ctx->coord_peer, &m, NULL);
         }
         if (st == STRATA_OK)
             st = eng_boot_bye(ctx, &w->sends_pending);
@@ -1109,19 +1121,15 @@ void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status)
     }
 }
 
-void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
-                                strata_status_t status)
+static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
+                                       strata_status_t status)
 {
-    char who[200];
-    eng_peer_str(peer, who, sizeof(who));
-    tp_ep_close(peer->ep);
-    eng_backlog_drop(ctx, peer);
-    peer->ep = NULL;
+    eng_peer_close(peer);
     if (peer->left) {
         eng_worker_acked(ctx, peer->owner); /* its LEFT will not come */
         return;
     }
-    eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s", who,
+    eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s", eng_peer_name(peer),
                   status == STRATA_OK ? "it closed the connection"
                                       : strata_strerror(status));
 }
