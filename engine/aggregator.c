@@ -41,6 +41,25 @@ static void eng_agg_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
 static void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
                                     strata_status_t status);
 
+static void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp);
+static void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
+static void eng_agg_flush(strata_ctx_t *ctx);
+static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
+                                  eng_rbuf_t *r);
+static int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g);
+static void eng_agg_staleness(strata_ctx_t *ctx, uint64_t *hist,
+                              size_t nbuckets);
+
+static const eng_role_ops_t eng_agg_role = {
+    .name = "aggregator",
+    .on_accept = eng_agg_on_accept,
+    .cmd = eng_agg_cmd,
+    .flush = eng_agg_flush,
+    .on_coord_msg = eng_agg_on_coord_recv,
+    .group_clock = eng_agg_group_clock,
+    .staleness = eng_agg_staleness,
+};
+
 /* The aggregator's connection to a worker. */
 static const eng_peer_ops_t eng_wlink_ops = {
     .what = "worker",
@@ -61,6 +80,7 @@ strata_status_t eng_agg_create(strata_ctx_t *ctx)
     if (!a)
         goto nomem;
     ctx->agg = a;
+    ctx->role_ops = &eng_agg_role;
     a->shard = (uint32_t)ctx->rank;
     size_t nw = (size_t)ctx->nworkers;
     a->links = util_calloc(nw, sizeof(*a->links));
@@ -83,7 +103,7 @@ nomem:
 
 /* ---- workers joining ---- */
 
-void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
+static void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
 {
     eng_wlink_t *l = util_calloc(1, sizeof(*l));
     if (!l) {
@@ -347,7 +367,8 @@ static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
     return STRATA_OK;
 }
 
-void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
+static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
+                                  eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
     strata_status_t st = STRATA_ERR_PROTO;
@@ -729,7 +750,7 @@ static void eng_agg_leave(strata_ctx_t *ctx)
     a->finish_req = NULL;
 }
 
-void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
+static void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
 {
     if (cmd->type == ENG_CMD_FINALIZE) {
         ctx->agg->finish_req = cmd->req;
@@ -741,7 +762,7 @@ void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
     eng_req_complete(ctx, cmd->req, STRATA_ERR_STATE);
 }
 
-void eng_agg_flush(strata_ctx_t *ctx)
+static void eng_agg_flush(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
     for (int w = 0; a->layout && w < ctx->nworkers; w++)
@@ -753,7 +774,8 @@ void eng_agg_flush(strata_ctx_t *ctx)
 
 /* ---- metrics ---- */
 
-int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g)
+/* Group g's clock on the shard: the least over its partitions. */
+static int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g)
 {
     eng_agg_t *a = ctx->agg;
     if (!atomic_load(&a->parts_ready) || a->nparts == 0)
@@ -765,7 +787,8 @@ int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g)
     return c;
 }
 
-void eng_agg_staleness(strata_ctx_t *ctx, uint64_t *hist, size_t nbuckets)
+static void eng_agg_staleness(strata_ctx_t *ctx, uint64_t *hist,
+                              size_t nbuckets)
 {
     eng_agg_t *a = ctx->agg;
     memset(hist, 0, nbuckets * sizeof(*hist));

@@ -671,7 +671,7 @@ strata_status_t strata_group_clocks(strata_ctx_t *ctx, int64_t *clocks,
         util_error("strata_group_clocks: missing ctx, clocks or ngroups_out");
         return STRATA_ERR_INVALID;
     }
-    if (!ctx->agg) {
+    if (!ctx->role_ops->group_clock) { /* a worker: its own clock */
         if (max > 0)
             clocks[0] = strata_clock(ctx);
         *ngroups_out = 1;
@@ -679,7 +679,7 @@ strata_status_t strata_group_clocks(strata_ctx_t *ctx, int64_t *clocks,
     }
     uint32_t ng = ctx->policy->ngroups;
     for (uint32_t g = 0; g < ng && g < max; g++)
-        clocks[g] = eng_agg_group_clock(ctx, g);
+        clocks[g] = ctx->role_ops->group_clock(ctx, g);
     *ngroups_out = ng;
     return STRATA_OK;
 }

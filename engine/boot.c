@@ -29,6 +29,7 @@ static const eng_cfg_key_t eng_shared_keys[] = {
 };
 #define ENG_NSHARED (sizeof(eng_shared_keys) / sizeof(*eng_shared_keys))
 
+static void eng_boot_retry(strata_ctx_t *ctx);
 static void eng_boot_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
                                   strata_status_t status);
 static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
@@ -140,6 +141,9 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
         (eng_peer_t){.ops = &eng_boot_peer_ops, .q = &ctx->msgs, .rank = 0};
     ctx->join_deadline_ns =
         util_now_ns() + (uint64_t)ctx->timeout_ms * 1000000u;
+    /* The progress thread starts by connecting. */
+    ctx->join_timer =
+        (eng_timer_t){.at_ns = util_now_ns(), .fn = eng_boot_retry};
     ctx->join_last_error = STRATA_ERR_TIMEOUT;
     strata_status_t st = tp_open("tcp", ctx->cfg, &ctx->coord_tp);
     if (st == STRATA_OK && ctx->rank == 0)
@@ -207,7 +211,7 @@ static void eng_boot_later(strata_ctx_t *ctx, bool backoff)
             ctx->join_backoff_ms = 1000;
         delay = (uint64_t)ctx->join_backoff_ms * 1000000u;
     }
-    ctx->retry_at_ns = now + (delay < left ? delay : left);
+    ctx->join_timer.at_ns = now + (delay < left ? delay : left);
 }
 
 /* The deadline passed without the job coming together: say what is
@@ -236,7 +240,7 @@ static void eng_boot_expired(strata_ctx_t *ctx)
                       : "the data connections are not all up");
 }
 
-void eng_boot_retry(strata_ctx_t *ctx)
+static void eng_boot_retry(strata_ctx_t *ctx)
 {
     if (eng_fatal(ctx) || util_gate_load(&ctx->joined) > 0)
         return;
@@ -353,12 +357,8 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
     if (ctx->launch.local_rank < 0)
         atomic_store(&ctx->local_rank, local_rank);
     util_debug("welcomed: local rank %d", local_rank);
-    if (ctx->worker) {
-        strata_status_t st = eng_worker_connect(ctx);
-        if (st != STRATA_OK)
-            eng_fail(ctx, st, "cannot connect to the aggregators: %s",
-                     strata_strerror(st));
-    }
+    if (ctx->role_ops->on_welcome)
+        ctx->role_ops->on_welcome(ctx);
 }
 
 static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
@@ -382,10 +382,7 @@ static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         break;
     }
     default:
-        if (ctx->worker)
-            eng_worker_on_coord_recv(ctx, type, r);
-        else
-            eng_agg_on_coord_recv(ctx, type, r);
+        ctx->role_ops->on_coord_msg(ctx, type, r);
     }
 }
 

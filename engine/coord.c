@@ -25,6 +25,17 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
 static void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
                                       strata_status_t status);
 
+static void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp);
+static void eng_coord_abort(strata_ctx_t *ctx, strata_status_t st,
+                            const char *reason);
+
+/* What the loop calls in the coordinator. */
+static const eng_role_ops_t eng_coord_role = {
+    .name = "coordinator",
+    .on_accept = eng_coord_on_accept,
+    .fail = eng_coord_abort,
+};
+
 /* The coordinator's connection to a rank. */
 static const eng_peer_ops_t eng_member_ops = {
     .what = "rank",
@@ -43,6 +54,7 @@ strata_status_t eng_coord_create(strata_ctx_t *ctx)
         return STRATA_ERR_NOMEM;
     }
     ctx->coord = c;
+    ctx->coord_ops = &eng_coord_role;
     return eng_coord_policy_create(ctx);
 }
 
@@ -74,9 +86,10 @@ void eng_coord_free(strata_ctx_t *ctx)
     util_free(c->by_rank);
     util_free(c);
     ctx->coord = NULL;
+    ctx->coord_ops = NULL;
 }
 
-void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep)
+static void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
 {
     eng_member_t *m = util_calloc(1, sizeof(*m));
     if (!m) {
@@ -88,7 +101,7 @@ void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep)
                            .q = &ctx->msgs,
                            .rank = -1,
                            .ep = ep,
-                           .tp = ctx->coord_tp,
+                           .tp = tp,
                            .up = true,
                            .owner = m};
     tp_ep_set_ctx(ep, &m->peer);
@@ -113,9 +126,10 @@ static void eng_send_abort(strata_ctx_t *ctx, eng_member_t *m,
         ctx->abort_pending--;
 }
 
-void eng_coord_abort(strata_ctx_t *ctx, const char *reason)
+/* The job failed: tell every rank why. */
+static void eng_coord_abort(strata_ctx_t *ctx, strata_status_t st,
+                            const char *reason)
 {
-    strata_status_t st = eng_fatal(ctx);
     for (eng_member_t *m = ctx->coord->members; m; m = m->next)
         if (m->peer.rank != 0) /* rank 0 shares this context */
             eng_send_abort(ctx, m, st, reason);

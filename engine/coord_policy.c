@@ -28,6 +28,8 @@ void eng_coord_policy_free(strata_ctx_t *ctx)
     ctx->coord->ss = NULL;
 }
 
+static void eng_coord_tick(strata_ctx_t *ctx);
+
 /* How often silent workers are looked for: often next to the timeout. */
 static uint64_t eng_tick_ns(const strata_ctx_t *ctx)
 {
@@ -47,7 +49,8 @@ void eng_coord_policy_start(strata_ctx_t *ctx)
                  strata_strerror(st));
         return;
     }
-    ctx->tick_at_ns = util_now_ns() + eng_tick_ns(ctx);
+    ctx->tick_timer = (eng_timer_t){.at_ns = util_now_ns() + eng_tick_ns(ctx),
+                                    .fn = eng_coord_tick};
 }
 
 /* ---- dropping ---- */
@@ -85,7 +88,8 @@ bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why)
     return true;
 }
 
-void eng_coord_tick(strata_ctx_t *ctx)
+/* Periodic work of the policies (dropping silent workers). */
+static void eng_coord_tick(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;
     if (!c || !c->ss || eng_fatal(ctx))
@@ -99,7 +103,7 @@ void eng_coord_tick(strata_ctx_t *ctx)
                            "silent for longer than STRATA_TIMEOUT_MS plus "
                            "its step");
     }
-    ctx->tick_at_ns = util_now_ns() + eng_tick_ns(ctx);
+    ctx->tick_timer.at_ns = util_now_ns() + eng_tick_ns(ctx);
 }
 
 /* ---- the State Server ---- */

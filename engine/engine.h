@@ -52,6 +52,39 @@ typedef struct eng_worker eng_worker_t;
 typedef struct eng_agg eng_agg_t;
 typedef struct eng_rounds eng_rounds_t;
 
+typedef struct eng_cmd eng_cmd_t;
+
+/* What the progress thread and the join call in a role, set when the role
+ * is created, so that neither names a role. A rank has one role, worker or
+ * aggregator (role_ops), and rank 0 also the coordinator's (coord_ops).
+ * NULL: the role has no such part. */
+typedef struct eng_role_ops {
+    const char *name; /* "worker", "aggregator", "coordinator" */
+    /* A connection its listener accepted. */
+    void (*on_accept)(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp);
+    /* A command from the application thread. */
+    void (*cmd)(strata_ctx_t *ctx, eng_cmd_t *cmd);
+    /* Every turn of the loop: retry posts a full queue refused, move
+     * finalizing on. */
+    void (*flush)(strata_ctx_t *ctx);
+    /* The job failed (msg: why): fail what waits, tell who must know. */
+    void (*fail)(strata_ctx_t *ctx, strata_status_t status, const char *msg);
+    /* WELCOME: every rank joined and the roster is complete. */
+    void (*on_welcome)(strata_ctx_t *ctx);
+    /* A message from the coordinator that joining does not take. */
+    void (*on_coord_msg)(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
+    /* Group g's clock on the rank's shard; any thread. */
+    int64_t (*group_clock)(strata_ctx_t *ctx, uint32_t g);
+    /* Staleness histogram of the updates applied; any thread. */
+    void (*staleness)(strata_ctx_t *ctx, uint64_t *hist, size_t nbuckets);
+} eng_role_ops_t;
+
+/* Work the progress thread runs at a time: fn, once at_ns has passed. */
+typedef struct eng_timer {
+    uint64_t at_ns; /* 0: not armed */
+    void (*fn)(strata_ctx_t *ctx);
+} eng_timer_t;
+
 /* Commands from the application thread. */
 typedef enum eng_cmd_type {
     ENG_CMD_COMMIT,
@@ -64,7 +97,7 @@ typedef enum eng_cmd_type {
     ENG_CMD_EPOCH, /* gssp: an epoch ended, its mean iteration time */
 } eng_cmd_type_t;
 
-typedef struct eng_cmd {
+struct eng_cmd {
     eng_cmd_type_t type;
     strata_request_t *req; /* completed when the command is done */
     union {
@@ -88,7 +121,7 @@ typedef struct eng_cmd {
             double seconds;
         } epoch;
     } u;
-} eng_cmd_t;
+};
 
 #define ENG_CMDQ_CAP 64 /* a power of two */
 
@@ -141,6 +174,8 @@ struct strata_ctx {
     char host_id[ENG_HOST_ID_MAX];
     char transport[32]; /* strata_transport(), set once joined */
     eng_policy_t *policy;
+    const eng_role_ops_t *role_ops;  /* the worker's or the aggregator's */
+    const eng_role_ops_t *coord_ops; /* rank 0: the coordinator's */
 
     /* progress thread */
     pthread_t thread;
@@ -148,10 +183,10 @@ struct strata_ctx {
     int epfd, cmd_efd;
     eng_cmdq_t cmdq;
     _Atomic bool stop;
-    uint64_t retry_at_ns; /* 0: no timer; else when eng_boot_retry runs */
-    uint64_t tick_at_ns;  /* 0: no timer; else when eng_coord_tick runs */
-    struct {              /* eng_fail_soon */
-        uint64_t at_ns;   /* 0: none pending */
+    eng_timer_t join_timer; /* boot: retry connecting, the join deadline */
+    eng_timer_t tick_timer; /* coordinator: the policies' periodic work */
+    struct {                /* eng_fail_soon */
+        uint64_t at_ns;     /* 0: none pending */
         strata_status_t status;
         const char *file;
         int line;
@@ -265,8 +300,6 @@ void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
 /* Application thread, before the progress thread starts: listeners, and the
  * coordinator's address. */
 strata_status_t eng_boot_prepare(strata_ctx_t *ctx);
-/* Progress thread: start (or retry) connecting to the coordinator. */
-void eng_boot_retry(strata_ctx_t *ctx);
 void eng_boot_free(strata_ctx_t *ctx);
 /* Say BYE to the coordinator, with this rank's metrics; *pending counts it
  * until sent. */
@@ -276,15 +309,9 @@ strata_status_t eng_boot_bye(strata_ctx_t *ctx, uint32_t *pending);
 
 strata_status_t eng_coord_create(strata_ctx_t *ctx);
 void eng_coord_free(strata_ctx_t *ctx);
-void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep);
-/* Tell every rank why the job failed. */
-void eng_coord_abort(strata_ctx_t *ctx, const char *reason);
 /* At the join deadline: fails the job naming the ranks that never said
  * HELLO, if any (true then). */
 bool eng_coord_missing(strata_ctx_t *ctx);
-/* Periodic work of the policies (dropping silent workers); re-arms
- * tick_at_ns. */
-void eng_coord_tick(strata_ctx_t *ctx);
 /* Every rank said BYE. */
 bool eng_coord_done(const strata_ctx_t *ctx);
 /* Every rank's metrics (from their BYE) as one JSON file; after the
@@ -304,10 +331,6 @@ uint32_t eng_worker_ntensors(const strata_ctx_t *ctx);
 int eng_worker_link_prov(const strata_ctx_t *ctx, int a);
 /* Raised to the least clock whose model every parameter buffer holds. */
 util_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx);
-/* The roster arrived: connect to every aggregator. */
-strata_status_t eng_worker_connect(strata_ctx_t *ctx);
-void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
-void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
 /* Tensor i's description and buffers. */
 const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
                                            void **param, void **grad);
@@ -319,10 +342,6 @@ void eng_worker_on_go(strata_ctx_t *ctx, eng_rbuf_t *r);
 void eng_worker_epoch(strata_ctx_t *ctx, uint32_t epoch_ended);
 /* Send a control message to every aggregator. */
 strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m);
-/* Retry posts that found a full queue; move finalizing on. */
-void eng_worker_flush(strata_ctx_t *ctx);
-/* The job failed: fail what waits. */
-void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status);
 
 /* ---- rounds.c (esync, fedavg workers) ---- */
 
@@ -346,13 +365,6 @@ void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r);
 
 strata_status_t eng_agg_create(strata_ctx_t *ctx);
 void eng_agg_free(strata_ctx_t *ctx);
-void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp);
-void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
-void eng_agg_flush(strata_ctx_t *ctx);
-void eng_agg_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
-/* Group g's clock on the shard: the least over its partitions. Any thread. */
-int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g);
-void eng_agg_staleness(strata_ctx_t *ctx, uint64_t *hist, size_t nbuckets);
 
 /* ---- metrics.c ---- */
 

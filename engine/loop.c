@@ -58,10 +58,7 @@ static bool eng_cmd_drain(strata_ctx_t *ctx)
         eng_cmd_t cmd = q->slots[head & (ENG_CMDQ_CAP - 1)];
         atomic_store_explicit(&q->head, head + 1, memory_order_release);
         any = true;
-        if (ctx->worker)
-            eng_worker_cmd(ctx, &cmd);
-        else
-            eng_agg_cmd(ctx, &cmd);
+        ctx->role_ops->cmd(ctx, &cmd);
     }
 }
 
@@ -90,13 +87,13 @@ void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,
     }
     if (util_log_enabled(UTIL_LOG_ERROR))
         util_log_write(UTIL_LOG_ERROR, file, line, "%s", msg);
-    if (ctx->coord)
-        eng_coord_abort(ctx, msg);
+    if (ctx->coord_ops) /* tells every rank why, first */
+        ctx->coord_ops->fail(ctx, status, msg);
     util_gate_fail(&ctx->joined, status);
     util_gate_fail(&ctx->committed, status);
     util_gate_fail(&ctx->served, status);
-    if (ctx->worker)
-        eng_worker_fail(ctx, status);
+    if (ctx->role_ops && ctx->role_ops->fail)
+        ctx->role_ops->fail(ctx, status, msg);
     util_waitq_wake(&ctx->reqq);
 }
 
@@ -151,6 +148,20 @@ static void eng_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         eng_unexpected(ctx, peer, eng_msg_name(type));
 }
 
+/* A listener's connection goes to the role that listens: the coordinator
+ * on the rendezvous, an aggregator on the data listeners. */
+static void eng_on_accept(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
+{
+    const eng_role_ops_t *role =
+        tp == ctx->coord_tp && ev->listener == ctx->coord_listener
+            ? ctx->coord_ops
+            : ctx->role_ops;
+    if (role && role->on_accept)
+        role->on_accept(ctx, ev->ep, tp);
+    else
+        tp_ep_close(ev->ep);
+}
+
 /* Every event goes to the handlers of the peer whose endpoint it names,
  * which the role that made the peer set. */
 static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
@@ -169,12 +180,7 @@ static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
             eng_unexpected(ctx, peer, "connection");
         break;
     case TP_EV_ACCEPTED:
-        if (tp == ctx->coord_tp && ev->listener == ctx->coord_listener)
-            eng_coord_on_accept(ctx, ev->ep);
-        else if (ctx->agg)
-            eng_agg_on_accept(ctx, ev->ep, tp);
-        else
-            tp_ep_close(ev->ep);
+        eng_on_accept(ctx, tp, ev);
         break;
     case TP_EV_WRITE_DONE:
         if (ops->on_write_done)
@@ -247,13 +253,15 @@ static bool eng_arm_all(strata_ctx_t *ctx)
     return true;
 }
 
+static uint64_t eng_earliest(uint64_t at, uint64_t other)
+{
+    return other && (!at || other < at) ? other : at;
+}
+
 static int eng_sleep_ms(const strata_ctx_t *ctx)
 {
-    uint64_t at = ctx->retry_at_ns;
-    if (ctx->soon.at_ns && (!at || ctx->soon.at_ns < at))
-        at = ctx->soon.at_ns;
-    if (ctx->tick_at_ns && (!at || ctx->tick_at_ns < at))
-        at = ctx->tick_at_ns;
+    uint64_t at = eng_earliest(ctx->join_timer.at_ns, ctx->soon.at_ns);
+    at = eng_earliest(at, ctx->tick_timer.at_ns);
     if (!at)
         return -1;
     uint64_t now = util_now_ns();
@@ -274,29 +282,30 @@ static void eng_sleep(strata_ctx_t *ctx)
         }
 }
 
+/* Runs the timer if it is due; whether it ran. */
+static bool eng_timer_due(strata_ctx_t *ctx, eng_timer_t *t)
+{
+    if (!t->at_ns || util_now_ns() < t->at_ns)
+        return false;
+    t->at_ns = 0;
+    t->fn(ctx);
+    return true;
+}
+
 static void *eng_loop_main(void *arg)
 {
     strata_ctx_t *ctx = arg;
     util_log_set_rank(ctx->rank);
-    eng_boot_retry(ctx);
+    eng_timer_due(ctx, &ctx->join_timer); /* connect at once */
     while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
         bool busy = eng_cmd_drain(ctx);
         busy |= eng_progress_all(ctx);
         busy |= eng_msgq_flush(&ctx->msgs);
-        if (ctx->worker)
-            eng_worker_flush(ctx);
-        if (ctx->agg)
-            eng_agg_flush(ctx);
+        if (ctx->role_ops->flush)
+            ctx->role_ops->flush(ctx);
         eng_fail_soon_due(ctx);
-        if (ctx->retry_at_ns && util_now_ns() >= ctx->retry_at_ns) {
-            ctx->retry_at_ns = 0;
-            eng_boot_retry(ctx);
-            busy = true;
-        }
-        if (ctx->tick_at_ns && util_now_ns() >= ctx->tick_at_ns) {
-            ctx->tick_at_ns = 0;
-            eng_coord_tick(ctx);
-        }
+        busy |= eng_timer_due(ctx, &ctx->join_timer);
+        eng_timer_due(ctx, &ctx->tick_timer);
         if (!busy && eng_arm_all(ctx))
             eng_sleep(ctx);
     }

@@ -25,14 +25,16 @@ void eng_metrics_read(strata_ctx_t *ctx, strata_metrics_t *m)
         .updates = eng_ld(&c->updates),
         .clock = atomic_load_explicit(&ctx->clock, memory_order_relaxed),
     };
-    if (ctx->agg) {
+    const eng_role_ops_t *role = ctx->role_ops;
+    if (role->group_clock) { /* an aggregator: the least of its groups' */
         m->clock = INT64_MAX;
         for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {
-            int64_t c = eng_agg_group_clock(ctx, g);
+            int64_t c = role->group_clock(ctx, g);
             m->clock = c < m->clock ? c : m->clock;
         }
-        eng_agg_staleness(ctx, m->staleness, STRATA_STALENESS_BUCKETS);
     }
+    if (role->staleness)
+        role->staleness(ctx, m->staleness, STRATA_STALENESS_BUCKETS);
 }
 
 /* Appends to buf; counts what would have been written even past cap. */
@@ -66,17 +68,17 @@ size_t eng_metrics_json(strata_ctx_t *ctx, char *buf, size_t cap)
         "\"pushes\": %llu, \"pulls\": %llu, \"staging_copies\": %llu, "
         "\"staging_bytes\": %llu, \"reductions\": %llu, "
         "\"reduce_ns\": %llu, \"updates\": %llu, \"clock\": %lld",
-        ctx->rank, ctx->agg ? "aggregator" : "worker", ctx->host_id,
+        ctx->rank, ctx->role_ops->name, ctx->host_id,
         (unsigned long long)m.bytes_pushed, (unsigned long long)m.bytes_pulled,
         (unsigned long long)m.pushes, (unsigned long long)m.pulls,
         (unsigned long long)m.staging_copies,
         (unsigned long long)m.staging_bytes, (unsigned long long)m.reductions,
         (unsigned long long)m.reduce_ns, (unsigned long long)m.updates,
         (long long)m.clock);
-    if (ctx->agg) {
+    if (ctx->role_ops->group_clock) {
         eng_jprintf(&j, ", \"group_clocks\": [");
         for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {
-            int64_t c = eng_agg_group_clock(ctx, g);
+            int64_t c = ctx->role_ops->group_clock(ctx, g);
             eng_jprintf(&j, "%s%lld", g ? ", " : "", (long long)c);
         }
         size_t last = STRATA_STALENESS_BUCKETS;

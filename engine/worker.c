@@ -126,6 +126,23 @@ static void eng_worker_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
 static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
                                        strata_status_t status);
 
+static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd);
+static void eng_worker_flush(strata_ctx_t *ctx);
+static void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status,
+                            const char *msg);
+static void eng_worker_on_welcome(strata_ctx_t *ctx);
+static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
+                                     eng_rbuf_t *r);
+
+static const eng_role_ops_t eng_worker_role = {
+    .name = "worker",
+    .cmd = eng_worker_cmd,
+    .flush = eng_worker_flush,
+    .fail = eng_worker_fail,
+    .on_welcome = eng_worker_on_welcome,
+    .on_coord_msg = eng_worker_on_coord_recv,
+};
+
 /* The worker's connection to an aggregator. */
 static const eng_peer_ops_t eng_link_ops = {
     .what = "aggregator",
@@ -151,6 +168,7 @@ strata_status_t eng_worker_create(strata_ctx_t *ctx)
     util_gate_init(&w->pull_gate, -1);
     w->pull_min = -1;
     ctx->worker = w;
+    ctx->role_ops = &eng_worker_role;
     return STRATA_OK;
 }
 
@@ -210,7 +228,7 @@ const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
 
 /* ---- connecting ---- */
 
-strata_status_t eng_worker_connect(strata_ctx_t *ctx)
+static strata_status_t eng_worker_connect(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
     for (int a = 0; a < ctx->naggs; a++) {
@@ -239,6 +257,15 @@ strata_status_t eng_worker_connect(strata_ctx_t *ctx)
                    info->addr[l->prov], name);
     }
     return STRATA_OK;
+}
+
+/* The roster arrived: connect to every aggregator. */
+static void eng_worker_on_welcome(strata_ctx_t *ctx)
+{
+    strata_status_t st = eng_worker_connect(ctx);
+    if (st != STRATA_OK)
+        eng_fail(ctx, st, "cannot connect to the aggregators: %s",
+                 strata_strerror(st));
 }
 
 static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
@@ -673,7 +700,8 @@ static void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
              eng_msg_name(type), eng_peer_name(peer));
 }
 
-void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r)
+static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
+                                     eng_rbuf_t *r)
 {
     eng_worker_t *w = ctx->worker;
     if (type == ENG_MSG_LAYOUT_OK && eng_rbuf_ok(r) && w->layout &&
@@ -965,7 +993,7 @@ void eng_worker_on_go(strata_ctx_t *ctx, eng_rbuf_t *r)
 
 static void eng_worker_leave(strata_ctx_t *ctx);
 
-void eng_worker_flush(strata_ctx_t *ctx)
+static void eng_worker_flush(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
     for (int a = 0; w->layout && a < ctx->naggs; a++)
@@ -977,7 +1005,7 @@ void eng_worker_flush(strata_ctx_t *ctx)
 
 /* ---- commands ---- */
 
-void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
+static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
 {
     eng_worker_t *w = ctx->worker;
     strata_request_t *req = cmd->req;
@@ -1099,8 +1127,10 @@ static void eng_worker_leave(strata_ctx_t *ctx)
 
 /* ---- failure and teardown ---- */
 
-void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status)
+static void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status,
+                            const char *msg)
 {
+    (void)msg;
     eng_worker_t *w = ctx->worker;
     util_gate_fail(&w->pull_gate, status);
     if (ctx->rounds)
