@@ -226,7 +226,9 @@ static void eng_boot_expired(strata_ctx_t *ctx)
         eng_fail(ctx, ctx->join_last_error,
                  "cannot join the job: the coordinator at %s did not "
                  "accept us within STRATA_TIMEOUT_MS=%d (last error: %s)",
-                 where, ctx->timeout_ms, strata_strerror(ctx->join_last_error));
+                 where, ctx->timeout_ms,
+                 ctx->join_last_why[0] ? ctx->join_last_why
+                                       : strata_strerror(ctx->join_last_error));
         return;
     }
     /* The coordinator, whose deadline is the same, names what is missing;
@@ -309,8 +311,11 @@ static void eng_boot_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
             return;
         }
     }
-    util_debug("connecting to the coordinator at %s: %s", ctx->coord_addr,
-               strata_strerror(status));
+    const char *why = tp_ep_error(ctx->coord_peer.ep);
+    snprintf(ctx->join_last_why, sizeof(ctx->join_last_why), "%s",
+             why[0] ? why : strata_strerror(status));
+    util_debug("connecting to the coordinator at %s: %s (retrying)",
+               ctx->coord_addr, ctx->join_last_why);
     ctx->join_last_error = status;
     eng_peer_close(peer);
     peer->up = false;

@@ -205,6 +205,7 @@ struct strata_ctx {
     char coord_addr[ENG_ADDR_MAX];
     uint64_t join_deadline_ns;
     strata_status_t join_last_error;
+    char join_last_why[256]; /* the transport's reason, for the deadline */
     unsigned join_backoff_ms;
     eng_coord_t *coord; /* rank 0 */
     struct eng_roster *roster;

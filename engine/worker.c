@@ -273,8 +273,10 @@ static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
 {
     eng_worker_t *w = ctx->worker;
     if (status != STRATA_OK) {
-        eng_fail(ctx, status, "cannot connect to %s: %s", eng_peer_name(peer),
-                 strata_strerror(status));
+        const char *why = tp_ep_error(peer->ep);
+        eng_fail(ctx, status, "cannot connect to %s at %s %s: %s",
+                 eng_peer_name(peer), tp_name(peer->tp), tp_ep_peer(peer->ep),
+                 why[0] ? why : strata_strerror(status));
         return;
     }
     unsigned char buf[32];

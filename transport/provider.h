@@ -37,6 +37,7 @@ struct tp_ep {
     tp_ctx_t *ctx;
     void *user;     /* tp_ep_ctx() */
     char peer[128]; /* tp_ep_peer() */
+    char why[256];  /* tp_ep_error() */
 };
 
 struct tp_ops {

@@ -220,6 +220,11 @@ const char *tp_ep_peer(const tp_ep_t *ep)
     return ep->peer;
 }
 
+const char *tp_ep_error(const tp_ep_t *ep)
+{
+    return ep->why;
+}
+
 void tp_ep_close(tp_ep_t *ep)
 {
     if (!ep)

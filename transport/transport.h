@@ -160,6 +160,10 @@ void tp_ep_set_ctx(tp_ep_t *ep, void *ep_ctx);
 void *tp_ep_ctx(const tp_ep_t *ep);
 /* "host:port" (or the provider's equivalent) of the peer, for messages. */
 const char *tp_ep_peer(const tp_ep_t *ep);
+/* Why the endpoint failed ("connect failed: Connection refused"), or "" while
+ * it has not. A failed connect is logged by the provider at debug only: the
+ * caller, which knows whether it will try again, reports it (with this). */
+const char *tp_ep_error(const tp_ep_t *ep);
 /* Closes at once; pending posts complete with STRATA_ERR_CANCELED events
  * during the next tp_progress(), and no event names ep after that. Events
  * of the batch in hand that name ep stay safe to read until then:

@@ -140,9 +140,15 @@ int perf_tp_client_open(const perf_tp_opts_t *o, const eng_config_t *cfg,
         tp_connect(c->ctx, o->connect, NULL, &c->ep) != STRATA_OK)
         return -1;
     tp_event_t ev;
-    if (!perf_tp_next(c->ctx, &ev, timeout) || ev.type != TP_EV_CONNECTED ||
-        ev.status != STRATA_OK) {
-        fprintf(stderr, "cannot connect to %s\n", o->connect);
+    if (!perf_tp_next(c->ctx, &ev, timeout)) {
+        fprintf(stderr, "cannot connect to %s: no answer within %d ms\n",
+                o->connect, timeout);
+        return -1;
+    }
+    if (ev.type != TP_EV_CONNECTED || ev.status != STRATA_OK) {
+        fprintf(stderr, "cannot connect to %s: %s\n", o->connect,
+                tp_ep_error(c->ep)[0] ? tp_ep_error(c->ep)
+                                      : strata_strerror(ev.status));
         return -1;
     }
     if (perf_tp_offer(c->ctx, c->ep, o->max_size, &c->mr) != 0)

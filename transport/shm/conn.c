@@ -163,13 +163,15 @@ static void tp_shm_ep_vfail(tp_shm_ep_t *ep, strata_status_t status,
 {
     if (ep->state == TP_SHM_DOWN)
         return;
-    char why[512];
-    vsnprintf(why, sizeof(why), fmt, ap);
-    if (status == STRATA_OK)
+    char *why = ep->base.why;
+    vsnprintf(why, sizeof(ep->base.why), fmt, ap);
+    tp_shm_state_t was = ep->state;
+    if (was != TP_SHM_UP && !ep->server) /* the caller reports it */
+        util_debug("shm: peer %s: %s", ep->base.peer, why);
+    else if (status == STRATA_OK)
         util_info("shm: peer %s: %s", ep->base.peer, why);
     else
         util_error("shm: peer %s: %s", ep->base.peer, why);
-    tp_shm_state_t was = ep->state;
     tp_shm_ep_down(ep);
     if (was == TP_SHM_UP)
         tp_shm_ep_event(ep, TP_EV_DISCONNECTED, status);

@@ -173,16 +173,18 @@ void tp_tcp_ep_fail(tp_tcp_ep_t *ep, strata_status_t status, const char *fmt,
 {
     if (ep->state == TP_TCP_DOWN)
         return;
-    char why[512];
+    char *why = ep->base.why;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
+    vsnprintf(why, sizeof(ep->base.why), fmt, ap);
     va_end(ap);
-    if (status == STRATA_OK)
+    tp_tcp_state_t was = ep->state;
+    if (was != TP_TCP_UP && !ep->server) /* the caller reports it */
+        util_debug("tcp: peer %s: %s", ep->base.peer, why);
+    else if (status == STRATA_OK)
         util_info("tcp: peer %s: %s", ep->base.peer, why);
     else
         util_error("tcp: peer %s: %s", ep->base.peer, why);
-    tp_tcp_state_t was = ep->state;
     tp_tcp_ep_down(ep, status == STRATA_OK ? STRATA_ERR_PEER : status);
     if (was == TP_TCP_UP)
         tp_tcp_ep_event(ep, TP_EV_DISCONNECTED, status);

@@ -547,13 +547,16 @@ static void tp_verbs_on_ep_event(tp_verbs_ep_t *ep, struct rdma_cm_event *ev)
     case RDMA_CM_EVENT_ROUTE_ERROR:
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_CONNECT_ERROR:
-        util_error("verbs: connecting to %s failed: %s (%s)", ep->base.peer,
-                   rdma_event_str(ev->event), strerror(-ev->status));
+        /* the caller of tp_connect reports it */
+        snprintf(ep->base.why, sizeof(ep->base.why), "connect failed: %s (%s)",
+                 rdma_event_str(ev->event), strerror(-ev->status));
+        util_debug("verbs: %s: %s", ep->base.peer, ep->base.why);
         st = STRATA_ERR_PEER;
         break;
     case RDMA_CM_EVENT_REJECTED:
-        util_error("verbs: connection to %s rejected: %s", ep->base.peer,
-                   tp_verbs_reject_reason(ev));
+        snprintf(ep->base.why, sizeof(ep->base.why), "connection rejected: %s",
+                 tp_verbs_reject_reason(ev));
+        util_debug("verbs: %s: %s", ep->base.peer, ep->base.why);
         st = STRATA_ERR_PEER;
         break;
     case RDMA_CM_EVENT_DISCONNECTED:

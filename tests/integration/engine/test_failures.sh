@@ -15,7 +15,7 @@ done
 SECRET_OF_RANK=([3]=not-the-secret)
 within $limit by_hand 2 2 "$EXACT"
 unset SECRET_OF_RANK
-expect_rank 3 3 "cannot join the job: .* \(last error: authentication failed\)"
+expect_rank 3 3 "cannot join the job: .* \(last error: authentication failed: .*STRATA_JOB_SECRET differs\)"
 expect_rank 0 3 "1 of 4 ranks did not join .*\(ranks 3\)"
 for r in 1 2; do expect_rank $r 3 "the job failed: 1 of 4 ranks did not join"; done
 
