@@ -1,119 +1,16 @@
 /*
- * The worker's side of the data path, on the progress thread.
- *
- * Commit: the worker lays its tensors out, registers their buffers with every
- * transport it uses and sends the layout to the coordinator. Once accepted,
- * each aggregator describes the worker's receive slots (SLOTS); the worker
- * answers with where each piece of the aggregator's partitions lands in its
- * parameter buffers (PARAMS), and the first worker uploads its parameters as
- * the initial model (INIT writes). The commit completes when the initial
- * model has landed.
- *
- * Push: a partition leaves once every tensor in it has been pushed in the
- * current clock: one write per piece, straight from the gradient buffer into
- * the slot of the clock's parity, the last carrying the immediate. A push for
- * clock c is taken only once the model for c - 1 has landed, which proves
- * the aggregators consumed clock c - 2 and freed that parity's slot.
- *
- * Pull: the aggregators write the model into the parameter buffers (or, where
- * a transport cannot reach the user's memory, into a staging buffer copied on
- * arrival). The pull gate holds the least clock every partition has reached.
+ * The worker's side of the data path, on the progress thread: connecting to
+ * the aggregators, posting pushes, model arrivals, messages, commands and
+ * finalizing. engine/worker.h describes the design.
  */
-#include "engine/engine.h"
+#include "engine/worker.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "engine/imm.h"
-#include "engine/layout_wire.h"
-#include "engine/topk_push.h"
 #include "util/alloc.h"
 #include "util/log.h"
-
-_Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
-
-/* What a write carries: gradient pieces, the initial model, or a GDTopK
- * push (one write of a partition from the send buffer). */
-enum { ENG_OP_GRAD = 1, ENG_OP_INIT = 2, ENG_OP_TOPK = 3 };
-
-/* A tensor's registrations with one transport. */
-typedef struct eng_treg {
-    tp_mr_t *grad;      /* source of gradient writes */
-    tp_mr_t *param;     /* target of model writes; NULL: staged */
-    uint64_t param_off; /* of the tensor within param */
-    tp_mr_t *src;       /* source of the initial model */
-    uint64_t src_off;
-    bool param_owned, src_owned;
-} eng_treg_t;
-
-typedef struct eng_wtensor {
-    eng_tensor_desc_t desc;
-    void *param, *grad;
-    int64_t pushed_at;   /* last clock it was pushed in, -1 */
-    int16_t push_req[2]; /* request of each clock parity (pool index) */
-    eng_treg_t reg[ENG_NPROV];
-} eng_wtensor_t;
-
-/* What a link still has to post, oldest first. */
-typedef struct eng_post {
-    uint32_t part;
-    uint8_t kind;
-    int64_t clock;
-    eng_topk_write_t topk; /* ENG_OP_TOPK */
-} eng_post_t;
-
-typedef struct eng_link {
-    eng_peer_t peer;
-    int prov;
-    uint32_t shard;
-    tp_rdesc_t slots;
-    bool have_slots;
-    bool acked; /* finalizing: its LEFT (or its disconnect) was counted */
-    tp_rdesc_t *tdesc; /* [ntensors]: param regions exported to the peer */
-    void *stage;       /* staging for model writes, if a tensor needs it */
-    tp_mr_t *stage_mr;
-    tp_rdesc_t stage_desc;
-    eng_post_t *q;
-    uint32_t qcap, qhead, qlen, qpiece; /* qpiece: next piece of the head */
-} eng_link_t;
-
-typedef struct eng_block {
-    struct eng_block *next;
-    void *addr;
-    size_t len;
-    int owner; /* provider whose tp_mem_alloc made it; -1: util_malloc */
-    tp_mr_t *mr[ENG_NPROV];
-} eng_block_t;
-
-struct eng_worker {
-    eng_wtensor_t *tensors;
-    uint32_t ntensors, tcap;
-    eng_layout_t *layout;
-    eng_link_t *links;
-    int nconnected, nslots;
-    bool uses[ENG_NPROV];
-    eng_block_t *blocks;
-
-    int64_t clock;     /* pushes completed */
-    uint32_t npushed;  /* tensors pushed in the current clock */
-    uint32_t *pending; /* [nparts]: pieces not pushed yet this clock */
-    int64_t *pulled;   /* [nparts]: clock of the model last landed */
-    int64_t pull_min;
-    uint32_t at_min; /* partitions whose pulled == pull_min */
-    util_gate_t pull_gate;
-
-    strata_request_t *commit_req, *finish_req;
-    bool layout_ok;
-    strata_request_t *parked[ENG_CMDQ_CAP]; /* pushes waiting for a pull */
-    uint32_t nparked;
-    uint32_t sends_pending;
-    uint32_t acks_pending; /* LEFT answers awaited */
-    bool leaving, left;
-    eng_topk_push_t *topk; /* GDTopK (STRATA_GDTOPK=1) */
-    void **grads;          /* [ntensors]: gradient buffers, for topk */
-    bool frozen;           /* gssp regrouping: no push of freeze_at or later */
-    int64_t freeze_at;     /* ... until GO */
-};
 
 static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
                                     strata_status_t status);
@@ -294,274 +191,9 @@ static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
         util_gate_raise(&ctx->joined, 1);
 }
 
-/* ---- memory ---- */
-
-static eng_block_t *eng_block_find(eng_worker_t *w, const void *p, size_t len)
-{
-    for (eng_block_t *b = w->blocks; b; b = b->next)
-        if ((const char *)p >= (char *)b->addr &&
-            (const char *)p + len <= (char *)b->addr + b->len)
-            return b;
-    return NULL;
-}
-
-static void eng_block_free(eng_block_t *b)
-{
-    for (int i = 0; i < ENG_NPROV; i++)
-        if (b->mr[i] && i != b->owner)
-            tp_mr_dereg(b->mr[i]);
-    if (b->owner >= 0)
-        tp_mr_dereg(b->mr[b->owner]); /* frees the memory too */
-    else
-        util_free(b->addr);
-    util_free(b);
-}
-
-/* Memory every transport in use can write into: from the transport that
- * needs its own allocations (shm), registered with the others. */
-static strata_status_t eng_block_alloc(strata_ctx_t *ctx, size_t len,
-                                       void **ptr_out)
-{
-    eng_worker_t *w = ctx->worker;
-    eng_block_t *b = util_calloc(1, sizeof(*b));
-    if (!b)
-        return STRATA_ERR_NOMEM;
-    b->len = len ? len : 1;
-    b->owner = -1;
-    for (int i = 0; i < ENG_NPROV; i++)
-        if (w->uses[i] &&
-            !(tp_caps(ctx->data_tp[i]) & TP_CAP_REMOTE_ANY_MEMORY))
-            b->owner = i;
-    strata_status_t st = STRATA_OK;
-    if (b->owner >= 0)
-        st = tp_mem_alloc(ctx->data_tp[b->owner], b->len,
-                          TP_ACCESS_REMOTE_WRITE, &b->addr, &b->mr[b->owner]);
-    else if (!(b->addr = util_aligned_alloc(4096, b->len)))
-        st = STRATA_ERR_NOMEM;
-    for (int i = 0; st == STRATA_OK && i < ENG_NPROV; i++)
-        if (w->uses[i] && i != b->owner)
-            st = tp_mr_reg(ctx->data_tp[i], b->addr, b->len,
-                           TP_ACCESS_REMOTE_WRITE, &b->mr[i]);
-    if (st != STRATA_OK) {
-        util_error("strata_alloc of %zu bytes failed: %s", len,
-                   strata_strerror(st));
-        if (b->addr || b->mr[0] || b->mr[1] || b->mr[2])
-            eng_block_free(b);
-        else
-            util_free(b);
-        return st;
-    }
-    b->next = w->blocks;
-    w->blocks = b;
-    *ptr_out = b->addr;
-    return STRATA_OK;
-}
-
-static strata_status_t eng_block_release(eng_worker_t *w, void *ptr)
-{
-    for (eng_block_t **pp = &w->blocks; *pp; pp = &(*pp)->next)
-        if ((*pp)->addr == ptr) {
-            eng_block_t *b = *pp;
-            *pp = b->next;
-            eng_block_free(b);
-            return STRATA_OK;
-        }
-    util_error("strata_free: %p was not returned by strata_alloc", ptr);
-    return STRATA_ERR_INVALID;
-}
-
-/* ---- commit ---- */
-
-static strata_status_t eng_treg_one(strata_ctx_t *ctx, eng_wtensor_t *t,
-                                    int prov, uint64_t bytes, bool need_src)
-{
-    eng_worker_t *w = ctx->worker;
-    tp_ctx_t *tp = ctx->data_tp[prov];
-    eng_treg_t *r = &t->reg[prov];
-    strata_status_t st =
-        tp_mr_reg(tp, t->grad, bytes, TP_ACCESS_LOCAL, &r->grad);
-    if (st != STRATA_OK)
-        return st;
-    eng_block_t *b = eng_block_find(w, t->param, bytes);
-    if (b) {
-        r->param = r->src = b->mr[prov];
-        r->param_off = r->src_off =
-            (uint64_t)((char *)t->param - (char *)b->addr);
-    } else if (tp_caps(tp) & TP_CAP_REMOTE_ANY_MEMORY) {
-        st = tp_mr_reg(tp, t->param, bytes, TP_ACCESS_REMOTE_WRITE, &r->param);
-        r->src = r->param;
-        r->param_owned = st == STRATA_OK;
-    } else if (need_src) {
-        st = tp_mr_reg(tp, t->param, bytes, TP_ACCESS_LOCAL, &r->src);
-        r->src_owned = st == STRATA_OK;
-    }
-    return st;
-}
-
-/* Register every tensor with every transport in use. */
-static strata_status_t eng_register_all(strata_ctx_t *ctx, bool need_src)
-{
-    eng_worker_t *w = ctx->worker;
-    for (uint32_t i = 0; i < w->ntensors; i++)
-        for (int p = 0; p < ENG_NPROV; p++) {
-            if (!w->uses[p])
-                continue;
-            strata_status_t st = eng_treg_one(
-                ctx, &w->tensors[i], p, w->layout->tensor_bytes[i], need_src);
-            if (st != STRATA_OK) {
-                util_error("cannot register tensor '%s' with the %s "
-                           "transport: %s",
-                           w->tensors[i].desc.name, eng_prov_names[p],
-                           strata_strerror(st));
-                return st;
-            }
-        }
-    return STRATA_OK;
-}
-
-/* Per-link state: post queue, exported regions, staging if needed. */
-static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
-{
-    eng_worker_t *w = ctx->worker;
-    const eng_layout_t *lay = w->layout;
-    l->qcap = 3 * lay->shard_nparts[l->shard] + 1;
-    l->q = util_calloc(l->qcap, sizeof(*l->q));
-    l->tdesc = util_calloc(w->ntensors, sizeof(*l->tdesc));
-    if (!l->q || !l->tdesc)
-        return STRATA_ERR_NOMEM;
-    bool staged = false;
-    for (uint32_t i = 0; i < w->ntensors; i++) {
-        tp_mr_t *mr = w->tensors[i].reg[l->prov].param;
-        if (!mr) {
-            staged = true;
-            continue;
-        }
-        strata_status_t st = tp_mr_export(mr, l->peer.ep, &l->tdesc[i]);
-        if (st != STRATA_OK)
-            return st;
-    }
-    if (!staged || lay->shard_bytes[l->shard] == 0)
-        return STRATA_OK;
-    strata_status_t st =
-        tp_mem_alloc(l->peer.tp, lay->shard_bytes[l->shard],
-                     TP_ACCESS_REMOTE_WRITE, &l->stage, &l->stage_mr);
-    return st == STRATA_OK
-               ? tp_mr_export(l->stage_mr, l->peer.ep, &l->stage_desc)
-               : st;
-}
-
-static strata_status_t eng_worker_topk_setup(strata_ctx_t *ctx)
-{
-    eng_worker_t *w = ctx->worker;
-    w->grads = util_calloc(w->ntensors, sizeof(void *));
-    if (!w->grads)
-        return STRATA_ERR_NOMEM;
-    for (uint32_t i = 0; i < w->ntensors; i++)
-        w->grads[i] = w->tensors[i].grad;
-    return eng_topk_push_create(ctx, w->layout, w->uses, &w->topk);
-}
-
-static strata_status_t eng_commit_start(strata_ctx_t *ctx)
-{
-    eng_worker_t *w = ctx->worker;
-    if (w->ntensors == 0) {
-        util_error("strata_commit: no tensor was registered");
-        return STRATA_ERR_STATE;
-    }
-    eng_tensor_desc_t *descs = util_malloc(sizeof(*descs) * w->ntensors);
-    if (!descs)
-        return STRATA_ERR_NOMEM;
-    for (uint32_t i = 0; i < w->ntensors; i++)
-        descs[i] = w->tensors[i].desc;
-    uint64_t pbytes =
-        (uint64_t)eng_config_int(ctx->cfg, ENG_CFG_PARTITION_BYTES);
-    strata_status_t st = eng_layout_build(descs, w->ntensors, pbytes,
-                                          (uint32_t)ctx->naggs, &w->layout);
-    util_free(descs);
-    if (st != STRATA_OK)
-        return st;
-    const eng_layout_t *lay = w->layout;
-    w->pending = util_malloc(sizeof(uint32_t) * lay->nparts);
-    w->pulled = util_malloc(sizeof(int64_t) * lay->nparts);
-    if (!w->pending || !w->pulled)
-        return STRATA_ERR_NOMEM;
-    /* Summing aggregators have no model for clock 0: it counts as pulled. */
-    int64_t first_pull = ctx->policy->sum_only ? 0 : -1;
-    for (uint32_t p = 0; p < lay->nparts; p++) {
-        w->pending[p] = lay->parts[p].npieces;
-        w->pulled[p] = first_pull;
-    }
-    w->pull_min = first_pull;
-    util_gate_raise(&w->pull_gate, first_pull);
-    w->at_min = lay->nparts;
-    bool first = ctx->worker_index == 0 && !ctx->policy->sum_only;
-    st = eng_register_all(ctx, first);
-    for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++)
-        st = eng_link_setup(ctx, &w->links[a]);
-    if (st == STRATA_OK && ctx->policy->gdtopk)
-        st = eng_worker_topk_setup(ctx);
-    if (st != STRATA_OK)
-        return st;
-    return eng_layout_send(&ctx->coord_peer, lay->tensors, lay->ntensors,
-                           pbytes);
-}
-
-/* Committed once the layout is accepted, every aggregator has described
- * its slots and (unless aggregators only sum) the initial model landed. */
-static void eng_commit_check(strata_ctx_t *ctx)
-{
-    eng_worker_t *w = ctx->worker;
-    if (!w->commit_req || !w->layout_ok || w->nslots < ctx->naggs)
-        return;
-    if (!ctx->policy->sum_only && util_gate_load(&w->pull_gate) < 0)
-        return;
-    util_gate_raise(&ctx->committed, 1);
-    eng_req_complete(ctx, w->commit_req, STRATA_OK);
-    w->commit_req = NULL;
-}
-
-/* Where each piece of the aggregator's partitions lands here. */
-static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
-{
-    const eng_layout_t *lay = ctx->worker->layout;
-    const eng_wtensor_t *ts = ctx->worker->tensors;
-    unsigned char buf[TP_MSG_MAX];
-    eng_wbuf_t m;
-    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS);
-    strata_status_t st = STRATA_OK;
-    for (uint32_t i = 0; st == STRATA_OK && i < lay->shard_nparts[l->shard];
-         i++) {
-        const eng_partition_t *part =
-            &lay->parts[lay->shard_parts[l->shard][i]];
-        for (uint32_t k = 0; st == STRATA_OK && k < part->npieces; k++) {
-            uint32_t pc = part->first_piece + k;
-            const eng_piece_t *piece = &lay->pieces[pc];
-            const eng_treg_t *r = &ts[piece->tensor].reg[l->prov];
-            const tp_rdesc_t *d =
-                r->param ? &l->tdesc[piece->tensor] : &l->stage_desc;
-            uint64_t off = r->param ? r->param_off + piece->tensor_off
-                                    : part->shard_off + piece->part_off;
-            if (eng_wbuf_room(&m) < 36) {
-                st = eng_send(&l->peer, &m, NULL);
-                eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS);
-            }
-            eng_put_u32(&m, pc);
-            eng_put_u64(&m, d->addr);
-            eng_put_u64(&m, d->len);
-            eng_put_u64(&m, d->key);
-            eng_put_u64(&m, off);
-        }
-    }
-    if (st == STRATA_OK && m.len > 2)
-        st = eng_send(&l->peer, &m, NULL);
-    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS_END);
-    return st == STRATA_OK ? eng_send(&l->peer, &m, NULL) : st;
-}
-
 /* ---- posting writes ---- */
 
-static void eng_link_enqueue(eng_link_t *l, uint32_t part, uint8_t kind,
-                             int64_t clock)
+void eng_link_enqueue(eng_link_t *l, uint32_t part, uint8_t kind, int64_t clock)
 {
     /* Cannot overflow: a partition is queued at most once per clock, for
      * two clocks at a time, plus once for the initial model. */
@@ -620,7 +252,7 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
 }
 
 /* Post what the link's queue holds until the transport's queue is full. */
-static void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
+void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
 {
     const eng_layout_t *lay = ctx->worker->layout;
     while (l->qlen > 0 && l->have_slots) {
@@ -646,35 +278,6 @@ static void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
 
 /* ---- messages ---- */
 
-static void eng_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
-{
-    eng_worker_t *w = ctx->worker;
-    tp_rdesc_t d = {
-        .addr = eng_get_u64(r), .len = eng_get_u64(r), .key = eng_get_u64(r)};
-    const char *who = eng_peer_name(&l->peer);
-    if (!eng_rbuf_ok(r) || !w->layout || l->have_slots ||
-        d.len < 2 * w->layout->shard_bytes[l->shard]) {
-        eng_fail(ctx, STRATA_ERR_PROTO, "malformed or unexpected SLOTS from %s",
-                 who);
-        return;
-    }
-    l->slots = d;
-    l->have_slots = true;
-    w->nslots++;
-    strata_status_t st = eng_send_params(ctx, l);
-    if (st != STRATA_OK) {
-        eng_fail(ctx, st, "cannot describe the parameter buffers to %s: %s",
-                 who, strata_strerror(st));
-        return;
-    }
-    if (ctx->worker_index == 0 && !ctx->policy->sum_only)
-        for (uint32_t i = 0; i < w->layout->shard_nparts[l->shard]; i++)
-            eng_link_enqueue(l, w->layout->shard_parts[l->shard][i],
-                             ENG_OP_INIT, 0);
-    eng_link_post(ctx, l);
-    eng_commit_check(ctx);
-}
-
 /* An aggregator answered LEAVE, by LEFT or by closing after it: counted
  * once per link, or a LEFT followed by its close would stand for another
  * aggregator's answer and the worker would close first (over verbs that
@@ -691,7 +294,7 @@ static void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
                                unsigned type, eng_rbuf_t *r)
 {
     if (type == ENG_MSG_SLOTS) {
-        eng_on_slots(ctx, peer->owner, r);
+        eng_worker_on_slots(ctx, peer->owner, r);
         return;
     }
     if (type == ENG_MSG_LEFT && ctx->worker->leaving && eng_rbuf_ok(r)) {
@@ -1166,43 +769,14 @@ static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
                                       : strata_strerror(status));
 }
 
-static void eng_treg_release(eng_treg_t *r)
-{
-    if (r->grad)
-        tp_mr_dereg(r->grad);
-    if (r->param_owned)
-        tp_mr_dereg(r->param);
-    if (r->src_owned)
-        tp_mr_dereg(r->src);
-    *r = (eng_treg_t){0};
-}
-
 void eng_worker_free(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
     if (!w)
         return;
     eng_worker_close(ctx);
-    for (uint32_t i = 0; i < w->ntensors; i++)
-        for (int p = 0; p < ENG_NPROV; p++)
-            eng_treg_release(&w->tensors[i].reg[p]);
-    for (int a = 0; a < ctx->naggs; a++) {
-        eng_link_t *l = &w->links[a];
-        if (l->stage_mr)
-            tp_mr_dereg(l->stage_mr);
-        util_free(l->q);
-        util_free(l->tdesc);
-    }
-    while (w->blocks) {
-        eng_block_t *b = w->blocks;
-        w->blocks = b->next;
-        eng_block_free(b);
-    }
-    eng_topk_push_free(w->topk);
-    util_free(w->grads);
-    eng_layout_free(w->layout);
-    util_free(w->pending);
-    util_free(w->pulled);
+    eng_commit_free(ctx);
+    eng_blocks_free(w);
     util_free(w->links);
     util_free(w->tensors);
     util_free(w);

@@ -1,0 +1,149 @@
+/*
+ * The worker's state, shared by its files (private to them):
+ *   worker.c         connecting, posting writes, pushing, model arrivals,
+ *                    messages, commands, finalizing
+ *   worker_commit.c  the commit: layout, registrations, SLOTS and PARAMS,
+ *                    the initial model
+ *   worker_mem.c     strata_alloc's blocks, writable by every transport
+ *
+ * Commit: the worker lays its tensors out, registers their buffers with every
+ * transport it uses and sends the layout to the coordinator. Once accepted,
+ * each aggregator describes the worker's receive slots (SLOTS); the worker
+ * answers with where each piece of the aggregator's partitions lands in its
+ * parameter buffers (PARAMS), and the first worker uploads its parameters as
+ * the initial model (INIT writes). The commit completes when the initial
+ * model has landed.
+ *
+ * Push: a partition leaves once every tensor in it has been pushed in the
+ * current clock: one write per piece, straight from the gradient buffer into
+ * the slot of the clock's parity, the last carrying the immediate. A push for
+ * clock c is taken only once the model for c - 1 has landed, which proves
+ * the aggregators consumed clock c - 2 and freed that parity's slot.
+ *
+ * Pull: the aggregators write the model into the parameter buffers (or, where
+ * a transport cannot reach the user's memory, into a staging buffer copied on
+ * arrival). The pull gate holds the least clock every partition has reached.
+ */
+#ifndef STRATA_ENGINE_WORKER_H
+#define STRATA_ENGINE_WORKER_H
+
+#include "engine/engine.h"
+#include "engine/topk_push.h"
+
+_Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
+
+/* What a write carries: gradient pieces, the initial model, or a GDTopK
+ * push (one write of a partition from the send buffer). */
+enum { ENG_OP_GRAD = 1, ENG_OP_INIT = 2, ENG_OP_TOPK = 3 };
+
+/* A tensor's registrations with one transport. */
+typedef struct eng_treg {
+    tp_mr_t *grad;      /* source of gradient writes */
+    tp_mr_t *param;     /* target of model writes; NULL: staged */
+    uint64_t param_off; /* of the tensor within param */
+    tp_mr_t *src;       /* source of the initial model */
+    uint64_t src_off;
+    bool param_owned, src_owned;
+} eng_treg_t;
+
+typedef struct eng_wtensor {
+    eng_tensor_desc_t desc;
+    void *param, *grad;
+    int64_t pushed_at;   /* last clock it was pushed in, -1 */
+    int16_t push_req[2]; /* request of each clock parity (pool index) */
+    eng_treg_t reg[ENG_NPROV];
+} eng_wtensor_t;
+
+/* What a link still has to post, oldest first. */
+typedef struct eng_post {
+    uint32_t part;
+    uint8_t kind;
+    int64_t clock;
+    eng_topk_write_t topk; /* ENG_OP_TOPK */
+} eng_post_t;
+
+typedef struct eng_link {
+    eng_peer_t peer;
+    int prov;
+    uint32_t shard;
+    tp_rdesc_t slots;
+    bool have_slots;
+    bool acked; /* finalizing: its LEFT (or its disconnect) was counted */
+    tp_rdesc_t *tdesc; /* [ntensors]: param regions exported to the peer */
+    void *stage;       /* staging for model writes, if a tensor needs it */
+    tp_mr_t *stage_mr;
+    tp_rdesc_t stage_desc;
+    eng_post_t *q;
+    uint32_t qcap, qhead, qlen, qpiece; /* qpiece: next piece of the head */
+} eng_link_t;
+
+typedef struct eng_block {
+    struct eng_block *next;
+    void *addr;
+    size_t len;
+    int owner; /* provider whose tp_mem_alloc made it; -1: util_malloc */
+    tp_mr_t *mr[ENG_NPROV];
+} eng_block_t;
+
+struct eng_worker {
+    eng_wtensor_t *tensors;
+    uint32_t ntensors, tcap;
+    eng_layout_t *layout;
+    eng_link_t *links;
+    int nconnected, nslots;
+    bool uses[ENG_NPROV];
+    eng_block_t *blocks;
+
+    int64_t clock;     /* pushes completed */
+    uint32_t npushed;  /* tensors pushed in the current clock */
+    uint32_t *pending; /* [nparts]: pieces not pushed yet this clock */
+    int64_t *pulled;   /* [nparts]: clock of the model last landed */
+    int64_t pull_min;
+    uint32_t at_min; /* partitions whose pulled == pull_min */
+    util_gate_t pull_gate;
+
+    strata_request_t *commit_req, *finish_req;
+    bool layout_ok;
+    strata_request_t *parked[ENG_CMDQ_CAP]; /* pushes waiting for a pull */
+    uint32_t nparked;
+    uint32_t sends_pending;
+    uint32_t acks_pending; /* LEFT answers awaited */
+    bool leaving, left;
+    eng_topk_push_t *topk; /* GDTopK (STRATA_GDTOPK=1) */
+    void **grads;          /* [ntensors]: gradient buffers, for topk */
+    bool frozen;           /* gssp regrouping: no push of freeze_at or later */
+    int64_t freeze_at;     /* ... until GO */
+};
+
+/* ---- worker.c ---- */
+
+/* Queue a partition's writes of a clock on its link (cannot overflow: a
+ * partition is queued at most once per clock, for two clocks at a time,
+ * plus once for the initial model). */
+void eng_link_enqueue(eng_link_t *l, uint32_t part, uint8_t kind,
+                      int64_t clock);
+/* Post what the link's queue holds until the transport's queue is full. */
+void eng_link_post(strata_ctx_t *ctx, eng_link_t *l);
+
+/* ---- worker_commit.c ---- */
+
+/* ENG_CMD_COMMIT: lay the tensors out, register them, send the layout. */
+strata_status_t eng_commit_start(strata_ctx_t *ctx);
+/* Complete the commit if the layout is accepted, every aggregator described
+ * its slots and (unless aggregators only sum) the initial model landed. */
+void eng_commit_check(strata_ctx_t *ctx);
+/* SLOTS: an aggregator's receive slots. */
+void eng_worker_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r);
+/* Release what the commit made: registrations, layout, link queues. */
+void eng_commit_free(strata_ctx_t *ctx);
+
+/* ---- worker_mem.c ---- */
+
+/* The block holding [p, p + len), or NULL. */
+eng_block_t *eng_block_find(eng_worker_t *w, const void *p, size_t len);
+/* ENG_CMD_ALLOC and ENG_CMD_FREE. */
+strata_status_t eng_block_alloc(strata_ctx_t *ctx, size_t len, void **ptr_out);
+strata_status_t eng_block_release(eng_worker_t *w, void *ptr);
+void eng_blocks_free(eng_worker_t *w);
+
+#endif /* STRATA_ENGINE_WORKER_H */

@@ -1,0 +1,258 @@
+/*
+ * The worker's commit: its tensors laid out and registered with every
+ * transport it uses, the layout to the coordinator; per aggregator, its
+ * slots (SLOTS) answered with where its partitions land here (PARAMS), and
+ * the first worker's parameters written as the initial model.
+ */
+#include <string.h>
+
+#include "engine/layout_wire.h"
+#include "engine/worker.h"
+#include "util/alloc.h"
+#include "util/log.h"
+
+static strata_status_t eng_treg_one(strata_ctx_t *ctx, eng_wtensor_t *t,
+                                    int prov, uint64_t bytes, bool need_src)
+{
+    eng_worker_t *w = ctx->worker;
+    tp_ctx_t *tp = ctx->data_tp[prov];
+    eng_treg_t *r = &t->reg[prov];
+    strata_status_t st =
+        tp_mr_reg(tp, t->grad, bytes, TP_ACCESS_LOCAL, &r->grad);
+    if (st != STRATA_OK)
+        return st;
+    eng_block_t *b = eng_block_find(w, t->param, bytes);
+    if (b) {
+        r->param = r->src = b->mr[prov];
+        r->param_off = r->src_off =
+            (uint64_t)((char *)t->param - (char *)b->addr);
+    } else if (tp_caps(tp) & TP_CAP_REMOTE_ANY_MEMORY) {
+        st = tp_mr_reg(tp, t->param, bytes, TP_ACCESS_REMOTE_WRITE, &r->param);
+        r->src = r->param;
+        r->param_owned = st == STRATA_OK;
+    } else if (need_src) {
+        st = tp_mr_reg(tp, t->param, bytes, TP_ACCESS_LOCAL, &r->src);
+        r->src_owned = st == STRATA_OK;
+    }
+    return st;
+}
+
+/* Register every tensor with every transport in use. */
+static strata_status_t eng_register_all(strata_ctx_t *ctx, bool need_src)
+{
+    eng_worker_t *w = ctx->worker;
+    for (uint32_t i = 0; i < w->ntensors; i++)
+        for (int p = 0; p < ENG_NPROV; p++) {
+            if (!w->uses[p])
+                continue;
+            strata_status_t st = eng_treg_one(
+                ctx, &w->tensors[i], p, w->layout->tensor_bytes[i], need_src);
+            if (st != STRATA_OK) {
+                util_error("cannot register tensor '%s' with the %s "
+                           "transport: %s",
+                           w->tensors[i].desc.name, eng_prov_names[p],
+                           strata_strerror(st));
+                return st;
+            }
+        }
+    return STRATA_OK;
+}
+
+/* Per-link state: post queue, exported regions, staging if needed. */
+static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
+{
+    eng_worker_t *w = ctx->worker;
+    const eng_layout_t *lay = w->layout;
+    l->qcap = 3 * lay->shard_nparts[l->shard] + 1;
+    l->q = util_calloc(l->qcap, sizeof(*l->q));
+    l->tdesc = util_calloc(w->ntensors, sizeof(*l->tdesc));
+    if (!l->q || !l->tdesc)
+        return STRATA_ERR_NOMEM;
+    bool staged = false;
+    for (uint32_t i = 0; i < w->ntensors; i++) {
+        tp_mr_t *mr = w->tensors[i].reg[l->prov].param;
+        if (!mr) {
+            staged = true;
+            continue;
+        }
+        strata_status_t st = tp_mr_export(mr, l->peer.ep, &l->tdesc[i]);
+        if (st != STRATA_OK)
+            return st;
+    }
+    if (!staged || lay->shard_bytes[l->shard] == 0)
+        return STRATA_OK;
+    strata_status_t st =
+        tp_mem_alloc(l->peer.tp, lay->shard_bytes[l->shard],
+                     TP_ACCESS_REMOTE_WRITE, &l->stage, &l->stage_mr);
+    return st == STRATA_OK
+               ? tp_mr_export(l->stage_mr, l->peer.ep, &l->stage_desc)
+               : st;
+}
+
+static strata_status_t eng_worker_topk_setup(strata_ctx_t *ctx)
+{
+    eng_worker_t *w = ctx->worker;
+    w->grads = util_calloc(w->ntensors, sizeof(void *));
+    if (!w->grads)
+        return STRATA_ERR_NOMEM;
+    for (uint32_t i = 0; i < w->ntensors; i++)
+        w->grads[i] = w->tensors[i].grad;
+    return eng_topk_push_create(ctx, w->layout, w->uses, &w->topk);
+}
+
+strata_status_t eng_commit_start(strata_ctx_t *ctx)
+{
+    eng_worker_t *w = ctx->worker;
+    if (w->ntensors == 0) {
+        util_error("strata_commit: no tensor was registered");
+        return STRATA_ERR_STATE;
+    }
+    eng_tensor_desc_t *descs = util_malloc(sizeof(*descs) * w->ntensors);
+    if (!descs)
+        return STRATA_ERR_NOMEM;
+    for (uint32_t i = 0; i < w->ntensors; i++)
+        descs[i] = w->tensors[i].desc;
+    uint64_t pbytes =
+        (uint64_t)eng_config_int(ctx->cfg, ENG_CFG_PARTITION_BYTES);
+    strata_status_t st = eng_layout_build(descs, w->ntensors, pbytes,
+                                          (uint32_t)ctx->naggs, &w->layout);
+    util_free(descs);
+    if (st != STRATA_OK)
+        return st;
+    const eng_layout_t *lay = w->layout;
+    w->pending = util_malloc(sizeof(uint32_t) * lay->nparts);
+    w->pulled = util_malloc(sizeof(int64_t) * lay->nparts);
+    if (!w->pending || !w->pulled)
+        return STRATA_ERR_NOMEM;
+    /* Summing aggregators have no model for clock 0: it counts as pulled. */
+    int64_t first_pull = ctx->policy->sum_only ? 0 : -1;
+    for (uint32_t p = 0; p < lay->nparts; p++) {
+        w->pending[p] = lay->parts[p].npieces;
+        w->pulled[p] = first_pull;
+    }
+    w->pull_min = first_pull;
+    util_gate_raise(&w->pull_gate, first_pull);
+    w->at_min = lay->nparts;
+    bool first = ctx->worker_index == 0 && !ctx->policy->sum_only;
+    st = eng_register_all(ctx, first);
+    for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++)
+        st = eng_link_setup(ctx, &w->links[a]);
+    if (st == STRATA_OK && ctx->policy->gdtopk)
+        st = eng_worker_topk_setup(ctx);
+    if (st != STRATA_OK)
+        return st;
+    return eng_layout_send(&ctx->coord_peer, lay->tensors, lay->ntensors,
+                           pbytes);
+}
+
+/* Committed once the layout is accepted, every aggregator has described
+ * its slots and (unless aggregators only sum) the initial model landed. */
+void eng_commit_check(strata_ctx_t *ctx)
+{
+    eng_worker_t *w = ctx->worker;
+    if (!w->commit_req || !w->layout_ok || w->nslots < ctx->naggs)
+        return;
+    if (!ctx->policy->sum_only && util_gate_load(&w->pull_gate) < 0)
+        return;
+    util_gate_raise(&ctx->committed, 1);
+    eng_req_complete(ctx, w->commit_req, STRATA_OK);
+    w->commit_req = NULL;
+}
+
+/* Where each piece of the aggregator's partitions lands here. */
+static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
+{
+    const eng_layout_t *lay = ctx->worker->layout;
+    const eng_wtensor_t *ts = ctx->worker->tensors;
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS);
+    strata_status_t st = STRATA_OK;
+    for (uint32_t i = 0; st == STRATA_OK && i < lay->shard_nparts[l->shard];
+         i++) {
+        const eng_partition_t *part =
+            &lay->parts[lay->shard_parts[l->shard][i]];
+        for (uint32_t k = 0; st == STRATA_OK && k < part->npieces; k++) {
+            uint32_t pc = part->first_piece + k;
+            const eng_piece_t *piece = &lay->pieces[pc];
+            const eng_treg_t *r = &ts[piece->tensor].reg[l->prov];
+            const tp_rdesc_t *d =
+                r->param ? &l->tdesc[piece->tensor] : &l->stage_desc;
+            uint64_t off = r->param ? r->param_off + piece->tensor_off
+                                    : part->shard_off + piece->part_off;
+            if (eng_wbuf_room(&m) < 36) {
+                st = eng_send(&l->peer, &m, NULL);
+                eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS);
+            }
+            eng_put_u32(&m, pc);
+            eng_put_u64(&m, d->addr);
+            eng_put_u64(&m, d->len);
+            eng_put_u64(&m, d->key);
+            eng_put_u64(&m, off);
+        }
+    }
+    if (st == STRATA_OK && m.len > 2)
+        st = eng_send(&l->peer, &m, NULL);
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS_END);
+    return st == STRATA_OK ? eng_send(&l->peer, &m, NULL) : st;
+}
+
+void eng_worker_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
+{
+    eng_worker_t *w = ctx->worker;
+    tp_rdesc_t d = {
+        .addr = eng_get_u64(r), .len = eng_get_u64(r), .key = eng_get_u64(r)};
+    const char *who = eng_peer_name(&l->peer);
+    if (!eng_rbuf_ok(r) || !w->layout || l->have_slots ||
+        d.len < 2 * w->layout->shard_bytes[l->shard]) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "malformed or unexpected SLOTS from %s",
+                 who);
+        return;
+    }
+    l->slots = d;
+    l->have_slots = true;
+    w->nslots++;
+    strata_status_t st = eng_send_params(ctx, l);
+    if (st != STRATA_OK) {
+        eng_fail(ctx, st, "cannot describe the parameter buffers to %s: %s",
+                 who, strata_strerror(st));
+        return;
+    }
+    if (ctx->worker_index == 0 && !ctx->policy->sum_only)
+        for (uint32_t i = 0; i < w->layout->shard_nparts[l->shard]; i++)
+            eng_link_enqueue(l, w->layout->shard_parts[l->shard][i],
+                             ENG_OP_INIT, 0);
+    eng_link_post(ctx, l);
+    eng_commit_check(ctx);
+}
+
+static void eng_treg_release(eng_treg_t *r)
+{
+    if (r->grad)
+        tp_mr_dereg(r->grad);
+    if (r->param_owned)
+        tp_mr_dereg(r->param);
+    if (r->src_owned)
+        tp_mr_dereg(r->src);
+    *r = (eng_treg_t){0};
+}
+
+void eng_commit_free(strata_ctx_t *ctx)
+{
+    eng_worker_t *w = ctx->worker;
+    for (uint32_t i = 0; i < w->ntensors; i++)
+        for (int p = 0; p < ENG_NPROV; p++)
+            eng_treg_release(&w->tensors[i].reg[p]);
+    for (int a = 0; a < ctx->naggs; a++) {
+        eng_link_t *l = &w->links[a];
+        if (l->stage_mr)
+            tp_mr_dereg(l->stage_mr);
+        util_free(l->q);
+        util_free(l->tdesc);
+    }
+    eng_topk_push_free(w->topk);
+    util_free(w->grads);
+    eng_layout_free(w->layout);
+    util_free(w->pending);
+    util_free(w->pulled);
+}
