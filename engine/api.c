@@ -29,10 +29,7 @@ static void eng_ctx_free(strata_ctx_t *ctx)
         }
     if (ctx->coord_tp)
         tp_close(ctx->coord_tp);
-    for (int i = 0; ctx->req_pool && i < ENG_REQ_POOL; i++)
-        util_free(ctx->req_pool[i].tensors);
-    util_free(ctx->req_pool);
-    util_free(ctx->api_pushed_at);
+    eng_req_pool_free(ctx);
     eng_policy_free(ctx->policy);
     eng_config_free(ctx->cfg);
     util_free(ctx);
@@ -80,15 +77,9 @@ static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
     util_gate_init(&ctx->served, 0);
     util_gate_init(&ctx->flushed, 0);
     util_waitq_init(&ctx->reqq);
-    ctx->req_pool = util_calloc(ENG_REQ_POOL, sizeof(*ctx->req_pool));
-    if (!ctx->req_pool) {
+    if (eng_req_pool_create(ctx) != STRATA_OK) {
         eng_ctx_free(ctx);
         return STRATA_ERR_NOMEM;
-    }
-    for (int i = ENG_REQ_POOL - 1; i >= 0; i--) {
-        ctx->req_pool[i].ctx = ctx;
-        ctx->req_pool[i].next_free = ctx->req_free;
-        ctx->req_free = &ctx->req_pool[i];
     }
     *ctx_out = ctx;
     return STRATA_OK;
@@ -190,118 +181,13 @@ strata_status_t strata_init(strata_ctx_t **ctx_out)
 
 /* ---- requests ---- */
 
-/* A request the application gave up waiting for: freed once complete. */
-static void eng_req_abandon(strata_request_t *req)
-{
-    req->abandoned = true;
-}
-
-static void eng_req_reclaim(strata_ctx_t *ctx)
-{
-    for (int i = 0; i < ENG_REQ_POOL; i++) {
-        strata_request_t *req = &ctx->req_pool[i];
-        if (req->abandoned && atomic_load(&req->done)) {
-            req->abandoned = false;
-            req->next_free = ctx->req_free;
-            ctx->req_free = req;
-        }
-    }
-}
-
-static strata_request_t *eng_req_get(strata_ctx_t *ctx, eng_req_kind_t kind)
-{
-    if (!ctx->req_free)
-        eng_req_reclaim(ctx);
-    strata_request_t *req = ctx->req_free;
-    if (!req) {
-        util_error("more than %d requests outstanding: wait for some",
-                   ENG_REQ_POOL);
-        return NULL;
-    }
-    ctx->req_free = req->next_free;
-    req->kind = kind;
-    req->status = STRATA_OK;
-    req->clock = 0;
-    req->outstanding = 0;
-    req->ntensors = 0;
-    atomic_store(&req->done, 0);
-    return req;
-}
-
-static void eng_req_put(strata_request_t *req)
-{
-    strata_ctx_t *ctx = req->ctx;
-    req->next_free = ctx->req_free;
-    ctx->req_free = req;
-}
-
-static strata_status_t eng_req_cond(void *arg)
-{
-    strata_request_t *req = arg;
-    return atomic_load_explicit(&req->done, memory_order_acquire)
-               ? STRATA_OK
-               : STRATA_ERR_AGAIN;
-}
-
-static const char *eng_req_what(const strata_request_t *req, char *buf,
-                                size_t len)
-{
-    static const char *const what[] = {"push", "pull", "operation"};
-    snprintf(buf, len, "%s", what[req->kind]);
-    if (req->kind == ENG_REQ_PULL)
-        snprintf(buf, len, "pull of clock %lld", (long long)req->clock);
-    return buf;
-}
-
-/* Waits, logging a timeout; the request stays pending then. */
-static strata_status_t eng_req_wait(strata_request_t *req, int timeout_ms)
-{
-    strata_ctx_t *ctx = req->ctx;
-    if (timeout_ms < 0)
-        timeout_ms = ctx->timeout_ms;
-    strata_status_t st;
-    if (req->kind == ENG_REQ_PULL)
-        st = util_gate_wait(eng_worker_pull_gate(ctx), req->clock, timeout_ms);
-    else if ((st = util_waitq_wait(&ctx->reqq, eng_req_cond, req,
-                                   timeout_ms)) == STRATA_OK)
-        st = req->status;
-    if (st == STRATA_ERR_TIMEOUT && timeout_ms > 0) {
-        char what[64];
-        util_error("strata_wait: the %s did not complete within %d ms",
-                   eng_req_what(req, what, sizeof(what)), timeout_ms);
-    }
-    return st;
-}
-
-/* Submit a command and wait for it. */
-static strata_status_t eng_run(strata_ctx_t *ctx, eng_cmd_t *cmd,
-                               int timeout_ms)
-{
-    cmd->req = eng_req_get(ctx, ENG_REQ_CMD);
-    if (!cmd->req)
-        return STRATA_ERR_AGAIN;
-    strata_status_t st = eng_cmd_submit(ctx, cmd);
-    if (st == STRATA_OK)
-        st = eng_req_wait(cmd->req, timeout_ms);
-    if (st == STRATA_ERR_TIMEOUT)
-        eng_req_abandon(cmd->req);
-    else
-        eng_req_put(cmd->req);
-    return st;
-}
-
 strata_status_t strata_wait(strata_request_t **req, int timeout_ms)
 {
     if (!req || !*req) {
         util_error("strata_wait: no request given");
         return STRATA_ERR_INVALID;
     }
-    strata_status_t st = eng_req_wait(*req, timeout_ms);
-    if (st != STRATA_ERR_TIMEOUT) {
-        eng_req_put(*req);
-        *req = NULL;
-    }
-    return st;
+    return eng_req_wait_put(req, timeout_ms);
 }
 
 strata_status_t strata_test(strata_request_t **req, int *done_out)
@@ -310,21 +196,9 @@ strata_status_t strata_test(strata_request_t **req, int *done_out)
         util_error("strata_test: no request or no done_out given");
         return STRATA_ERR_INVALID;
     }
-    strata_request_t *r = *req;
-    strata_status_t st;
     bool done;
-    if (r->kind == ENG_REQ_PULL) {
-        st = util_gate_wait(eng_worker_pull_gate(r->ctx), r->clock, 0);
-        done = st != STRATA_ERR_TIMEOUT;
-    } else {
-        done = eng_req_cond(r) == STRATA_OK;
-        st = r->status;
-    }
+    strata_status_t st = eng_req_test(req, &done);
     *done_out = done;
-    if (!done)
-        return STRATA_OK;
-    eng_req_put(r);
-    *req = NULL;
     return st;
 }
 
@@ -464,7 +338,7 @@ strata_status_t strata_tensor_register(strata_ctx_t *ctx, const char *name,
         eng_need(ctx, STRATA_ROLE_WORKER, "strata_tensor_register");
     if (st != STRATA_OK)
         return st;
-    if (ctx->api_pushed_at) {
+    if (eng_worker_committed(ctx)) {
         util_error("strata_tensor_register('%s'): the layout is already "
                    "committed",
                    name ? name : "(null)");
@@ -489,85 +363,15 @@ strata_status_t strata_tensor_register(strata_ctx_t *ctx, const char *name,
 strata_status_t strata_commit(strata_ctx_t *ctx)
 {
     strata_status_t st = eng_need(ctx, STRATA_ROLE_WORKER, "strata_commit");
-    if (st != STRATA_OK || ctx->api_pushed_at)
+    if (st != STRATA_OK || eng_worker_committed(ctx))
         return st;
-    uint32_t nt = eng_worker_ntensors(ctx);
-    int64_t *pushed_at = util_malloc(sizeof(int64_t) * (nt ? nt : 1));
-    if (!pushed_at)
-        return STRATA_ERR_NOMEM;
-    for (uint32_t i = 0; i < nt; i++)
-        pushed_at[i] = -1;
-    eng_cmd_t cmd = {.type = ENG_CMD_COMMIT};
-    st = eng_run(ctx, &cmd, ctx->timeout_ms);
-    if (st != STRATA_OK) {
-        util_free(pushed_at);
-        return st;
-    }
-    ctx->api_pushed_at = pushed_at;
-    ctx->api_step_end_ns = util_now_ns();
-    return ctx->policy->ops->rounds ? eng_rounds_create(ctx) : STRATA_OK;
+    st = eng_worker_commit(ctx);
+    if (st == STRATA_OK && ctx->policy->ops->rounds)
+        st = eng_rounds_create(ctx);
+    return st;
 }
 
 /* ---- data ---- */
-
-static strata_status_t eng_push_args(strata_ctx_t *ctx, strata_request_t *req,
-                                     const int *tensors, size_t n)
-{
-    uint32_t nt = eng_worker_ntensors(ctx);
-    if (n > nt || (n > 0 && !tensors)) {
-        util_error("strata_push: %zu tensors given, %u registered", n, nt);
-        return STRATA_ERR_INVALID;
-    }
-    if (n > 0 && !req->tensors &&
-        !(req->tensors = util_malloc(sizeof(uint32_t) * nt)))
-        return STRATA_ERR_NOMEM;
-    int64_t c = ctx->api_clock;
-    for (size_t i = 0; i < n; i++) {
-        if (tensors[i] < 0 || (uint32_t)tensors[i] >= nt) {
-            util_error("strata_push: tensor id %d is not registered (0..%u)",
-                       tensors[i], nt - 1);
-            return STRATA_ERR_INVALID;
-        }
-        if (ctx->api_pushed_at[tensors[i]] == c) {
-            util_error("strata_push: tensor id %d was already pushed in "
-                       "clock %lld",
-                       tensors[i], (long long)c);
-            return STRATA_ERR_STATE;
-        }
-        for (size_t j = 0; j < i; j++)
-            if (tensors[j] == tensors[i]) {
-                util_error("strata_push: tensor id %d given twice", tensors[i]);
-                return STRATA_ERR_INVALID;
-            }
-        req->tensors[i] = (uint32_t)tensors[i];
-    }
-    if (n == 0 && ctx->api_npushed > 0) {
-        util_error("strata_push of every tensor: %u of them were already "
-                   "pushed in clock %lld",
-                   ctx->api_npushed, (long long)c);
-        return STRATA_ERR_STATE;
-    }
-    req->ntensors = (uint32_t)n;
-    return STRATA_OK;
-}
-
-/* The clock, as the application thread counts it: it advances when every
- * tensor has been pushed. */
-static void eng_push_count(strata_ctx_t *ctx, const strata_request_t *req)
-{
-    uint32_t nt = eng_worker_ntensors(ctx);
-    uint32_t n = req->ntensors ? req->ntensors : nt;
-    for (uint32_t i = 0; i < n; i++)
-        ctx->api_pushed_at[req->ntensors ? req->tensors[i] : i] =
-            ctx->api_clock;
-    ctx->api_npushed += n;
-    if (ctx->api_npushed == nt) {
-        ctx->api_npushed = 0;
-        ctx->api_clock++;
-        atomic_store_explicit(&ctx->clock, ctx->api_clock,
-                              memory_order_relaxed);
-    }
-}
 
 strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
                             size_t ntensors, strata_request_t **req_out)
@@ -579,7 +383,7 @@ strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
     }
     if (st == STRATA_OK)
         st = strata_commit(ctx);
-    if (st == STRATA_OK && ctx->policy->ops->rounds && !ctx->api_in_round) {
+    if (st == STRATA_OK && ctx->policy->ops->rounds) {
         util_error("strata_push: STRATA_POLICY=%s workers train locally and "
                    "call strata_round_ready and strata_round_sync",
                    ctx->policy->ops->name);
@@ -587,20 +391,7 @@ strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
     }
     if (st != STRATA_OK)
         return st;
-    strata_request_t *req = eng_req_get(ctx, ENG_REQ_PUSH);
-    if (!req)
-        return STRATA_ERR_AGAIN;
-    st = eng_push_args(ctx, req, tensors, ntensors);
-    eng_cmd_t cmd = {.type = ENG_CMD_PUSH, .req = req};
-    if (st == STRATA_OK)
-        st = eng_cmd_submit(ctx, &cmd);
-    if (st != STRATA_OK) {
-        eng_req_put(req);
-        return st;
-    }
-    eng_push_count(ctx, req);
-    *req_out = req;
-    return STRATA_OK;
+    return eng_worker_push(ctx, tensors, ntensors, req_out);
 }
 
 strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
@@ -615,26 +406,14 @@ strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
         st = strata_commit(ctx);
     if (st != STRATA_OK)
         return st;
-    int64_t now = strata_clock(ctx);
-    if (clock < 0 || clock > now) {
-        util_error("strata_pull: clock %lld is not in [0, %lld], the clocks "
-                   "pushed so far",
-                   (long long)clock, (long long)now);
-        return STRATA_ERR_INVALID;
-    }
-    strata_request_t *req = eng_req_get(ctx, ENG_REQ_PULL);
-    if (!req)
-        return STRATA_ERR_AGAIN;
-    req->clock = clock;
-    *req_out = req;
-    return STRATA_OK;
+    return eng_worker_pull(ctx, clock, req_out);
 }
 
 strata_status_t strata_step(strata_ctx_t *ctx)
 {
-    strata_request_t *push, *pull;
-    if (ctx && ctx->api_pushed_at) /* the step's computation (GSSP speed) */
-        ctx->api_compute_ns += util_now_ns() - ctx->api_step_end_ns;
+    strata_request_t *push, *pull = NULL;
+    if (ctx && ctx->worker)
+        eng_worker_step_begin(ctx);
     strata_status_t st = strata_push(ctx, NULL, 0, &push);
     if (st != STRATA_OK)
         return st;
@@ -648,8 +427,69 @@ strata_status_t strata_step(strata_ctx_t *ctx)
         eng_req_abandon(push);
     else
         eng_req_put(push);
-    ctx->api_step_end_ns = util_now_ns();
+    eng_worker_step_end(ctx);
     return st != STRATA_OK ? st : pst;
+}
+
+/* ---- policies' own calls ---- */
+
+strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
+{
+    if (!ctx || ctx->role != STRATA_ROLE_WORKER) {
+        util_error("strata_epoch_end is for workers");
+        return ctx ? STRATA_ERR_STATE : STRATA_ERR_INVALID;
+    }
+    if (!(iteration_seconds >= 0) || iteration_seconds > 1e9) {
+        util_error("strata_epoch_end: iteration_seconds must be >= 0 (0: "
+                   "measured), got %g",
+                   iteration_seconds);
+        return STRATA_ERR_INVALID;
+    }
+    if (!ctx->policy->ops->regroups)
+        return STRATA_OK;
+    return eng_gssp_epoch_end(ctx, iteration_seconds);
+}
+
+static strata_status_t eng_need_rounds(strata_ctx_t *ctx, const char *fn)
+{
+    if (!ctx || ctx->role != STRATA_ROLE_WORKER) {
+        util_error("%s is for workers", fn);
+        return ctx ? STRATA_ERR_STATE : STRATA_ERR_INVALID;
+    }
+    if (!ctx->policy->ops->rounds) {
+        util_error("%s is for STRATA_POLICY=esync or fedavg; %s workers call "
+                   "strata_step",
+                   fn, ctx->policy->ops->name);
+        return STRATA_ERR_STATE;
+    }
+    if (!ctx->rounds) {
+        util_error("%s: call strata_commit before the first local step (it "
+                   "writes the initial model into the parameters)",
+                   fn);
+        return STRATA_ERR_STATE;
+    }
+    return eng_fatal(ctx);
+}
+
+strata_status_t strata_round_ready(strata_ctx_t *ctx, double step_seconds,
+                                   bool *ready_out)
+{
+    strata_status_t st = eng_need_rounds(ctx, "strata_round_ready");
+    if (st != STRATA_OK)
+        return st;
+    if (!ready_out || !(step_seconds > 0) || step_seconds > 1e9) {
+        util_error("strata_round_ready: step_seconds must be a positive "
+                   "duration (got %g) and ready_out not NULL",
+                   step_seconds);
+        return STRATA_ERR_INVALID;
+    }
+    return eng_rounds_ready(ctx, step_seconds, ready_out);
+}
+
+strata_status_t strata_round_sync(strata_ctx_t *ctx)
+{
+    strata_status_t st = eng_need_rounds(ctx, "strata_round_sync");
+    return st != STRATA_OK ? st : eng_rounds_sync(ctx);
 }
 
 /* ---- metrics ---- */

@@ -146,6 +146,7 @@ struct strata_request {
     _Atomic int done;
     strata_status_t status;
     int64_t clock;        /* PULL: the clock awaited */
+    util_gate_t *gate;    /* PULL: raised to the clock every buffer holds */
     uint32_t outstanding; /* PUSH: tensors not yet fully written */
     uint32_t ntensors;    /* PUSH: the tensors, in tensors[] */
     uint32_t *tensors;
@@ -229,21 +230,13 @@ struct strata_ctx {
     strata_request_t *req_free;
 
     eng_counters_t cnt;
-    /* The worker's clock as the application thread counts pushes, and
-     * published for queries from any thread. */
-    int64_t api_clock;
-    uint32_t api_npushed;
-    int64_t *api_pushed_at; /* per tensor; non-NULL once committed */
-    bool api_in_round;      /* strata_round_sync pushes the deltas */
+    /* The worker's clock as the application thread counts pushes, published
+     * for queries from any thread. */
     _Atomic int64_t clock;
     /* gssp: the worker's group, and its speed rank in [0, 1] (0 fastest) as
      * the coordinator last said */
     _Atomic int group;
     _Atomic uint64_t group_rank_bits;
-    uint32_t api_epochs;      /* strata_epoch_end calls */
-    int64_t api_epoch_clock;  /* the clock when the last epoch ended */
-    uint64_t api_step_end_ns; /* when strata_step last returned (commit) */
-    uint64_t api_compute_ns;  /* time outside strata_step this epoch */
 };
 
 /* One aggregator as the roster describes it. */
@@ -292,7 +285,25 @@ static inline strata_status_t eng_fatal(const strata_ctx_t *ctx)
     return (strata_status_t)atomic_load(&((strata_ctx_t *)ctx)->fatal);
 }
 
-/* Complete a request (progress thread). */
+/* ---- req.c ---- */
+
+strata_status_t eng_req_pool_create(strata_ctx_t *ctx);
+void eng_req_pool_free(strata_ctx_t *ctx);
+/* Application thread: a request from the pool, or NULL (logged). */
+strata_request_t *eng_req_get(strata_ctx_t *ctx, eng_req_kind_t kind);
+void eng_req_put(strata_request_t *req);
+/* A request the application gave up waiting for: freed once complete. */
+void eng_req_abandon(strata_request_t *req);
+/* Waits (timeout_ms < 0: STRATA_TIMEOUT_MS), logging a timeout; the
+ * request stays pending then. */
+strata_status_t eng_req_wait(strata_request_t *req, int timeout_ms);
+/* strata_wait and strata_test: the request is freed and *req NULL once
+ * done. */
+strata_status_t eng_req_wait_put(strata_request_t **req, int timeout_ms);
+strata_status_t eng_req_test(strata_request_t **req, bool *done_out);
+/* Submit a command with a request and wait for it. */
+strata_status_t eng_run(strata_ctx_t *ctx, eng_cmd_t *cmd, int timeout_ms);
+/* Progress thread: the request is done. */
 void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
                       strata_status_t status);
 
@@ -319,22 +330,31 @@ bool eng_coord_done(const strata_ctx_t *ctx);
  * progress thread stopped. */
 strata_status_t eng_coord_write_metrics(strata_ctx_t *ctx, const char *path);
 
-/* ---- worker.c ---- */
+/* ---- worker.c, worker_api.c ---- */
 
 strata_status_t eng_worker_create(strata_ctx_t *ctx);
 void eng_worker_free(strata_ctx_t *ctx);
-/* Application thread, before the commit. */
+/* The provider of the connection to aggregator a (after joining). */
+int eng_worker_link_prov(const strata_ctx_t *ctx, int a);
+/* Application thread: checked by the API already (a worker, the arguments
+ * it validates, committed for push and pull). */
 strata_status_t eng_worker_register(strata_ctx_t *ctx,
                                     const eng_tensor_desc_t *desc, void *param,
                                     void *grad, int *id_out);
 uint32_t eng_worker_ntensors(const strata_ctx_t *ctx);
-/* The provider of the connection to aggregator a (after joining). */
-int eng_worker_link_prov(const strata_ctx_t *ctx, int a);
-/* Raised to the least clock whose model every parameter buffer holds. */
-util_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx);
 /* Tensor i's description and buffers. */
 const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
                                            void **param, void **grad);
+bool eng_worker_committed(const strata_ctx_t *ctx);
+/* Commit the layout, unless it is already. */
+strata_status_t eng_worker_commit(strata_ctx_t *ctx);
+strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
+                                size_t ntensors, strata_request_t **req_out);
+strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,
+                                strata_request_t **req_out);
+/* strata_step's bounds: the time computing in between (gssp's speed). */
+void eng_worker_step_begin(strata_ctx_t *ctx);
+void eng_worker_step_end(strata_ctx_t *ctx);
 /* gssp regrouping: FREEZE (stop pushing at a clock boundary, say where)
  * and GO (pushes resume, in the group given). */
 void eng_worker_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r);
@@ -349,6 +369,11 @@ strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m);
 /* After the commit: the initial model is the first global one. */
 strata_status_t eng_rounds_create(strata_ctx_t *ctx);
 void eng_rounds_free(strata_ctx_t *ctx);
+/* Application thread, for strata_round_ready and strata_round_sync (their
+ * arguments checked). */
+strata_status_t eng_rounds_ready(strata_ctx_t *ctx, double step_seconds,
+                                 bool *ready_out);
+strata_status_t eng_rounds_sync(strata_ctx_t *ctx);
 /* Progress thread: ENG_CMD_QUERY and ENG_CMD_ROUND. */
 void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd);
 /* Progress thread: the State Server's ANSWER. */
@@ -357,6 +382,8 @@ void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status);
 
 /* ---- gssp.c (gssp workers) ---- */
 
+/* Application thread, for strata_epoch_end (its arguments checked). */
+strata_status_t eng_gssp_epoch_end(strata_ctx_t *ctx, double iteration_seconds);
 /* Progress thread: ENG_CMD_EPOCH. */
 void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd);
 /* Progress thread: RANK, the worker's group and its speed rank. */

@@ -6,40 +6,29 @@
  */
 #include <string.h>
 
-#include "engine/engine.h"
+#include "engine/worker.h"
 #include "util/log.h"
 
-strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
+strata_status_t eng_gssp_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
 {
-    if (!ctx || ctx->role != STRATA_ROLE_WORKER) {
-        util_error("strata_epoch_end is for workers");
-        return ctx ? STRATA_ERR_STATE : STRATA_ERR_INVALID;
-    }
-    if (!(iteration_seconds >= 0) || iteration_seconds > 1e9) {
-        util_error("strata_epoch_end: iteration_seconds must be >= 0 (0: "
-                   "measured), got %g",
-                   iteration_seconds);
-        return STRATA_ERR_INVALID;
-    }
-    if (!ctx->policy->ops->regroups)
-        return STRATA_OK;
-    if (!ctx->api_pushed_at) {
+    eng_worker_api_t *api = &ctx->worker->api;
+    if (!api->pushed_at) {
         util_error("strata_epoch_end: no step was taken (commit first)");
         return STRATA_ERR_STATE;
     }
-    int64_t steps = ctx->api_clock - ctx->api_epoch_clock;
+    int64_t steps = api->clock - api->epoch_clock;
     if (iteration_seconds == 0 && steps > 0)
-        iteration_seconds = (double)ctx->api_compute_ns / 1e9 / (double)steps;
-    ctx->api_epoch_clock = ctx->api_clock;
-    ctx->api_compute_ns = 0;
-    ctx->api_epochs++;
+        iteration_seconds = (double)api->compute_ns / 1e9 / (double)steps;
+    api->epoch_clock = api->clock;
+    api->compute_ns = 0;
+    api->epochs++;
     if (!(iteration_seconds > 0)) {
         util_error("strata_epoch_end: no step in epoch %u to measure",
-                   ctx->api_epochs);
+                   api->epochs);
         return STRATA_ERR_STATE;
     }
     eng_cmd_t cmd = {.type = ENG_CMD_EPOCH};
-    cmd.u.epoch.epoch = ctx->api_epochs;
+    cmd.u.epoch.epoch = api->epochs;
     cmd.u.epoch.seconds = iteration_seconds;
     strata_status_t st = eng_cmd_submit(ctx, &cmd);
     if (st != STRATA_OK)

@@ -62,14 +62,6 @@ static bool eng_cmd_drain(strata_ctx_t *ctx)
     }
 }
 
-void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
-                      strata_status_t status)
-{
-    req->status = status;
-    atomic_store_explicit(&req->done, 1, memory_order_release);
-    util_waitq_wake(&ctx->reqq);
-}
-
 /* ---- failure ---- */
 
 void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,

@@ -1,7 +1,8 @@
 /*
- * Rounds of model deltas on a worker (STRATA_POLICY=esync or fedavg): the
- * public strata_round_ready / strata_round_sync, and the progress thread's
- * part (queries to the State Server, its answers, ROUND to the aggregators).
+ * Rounds of model deltas on a worker (STRATA_POLICY=esync or fedavg): what
+ * strata_round_ready and strata_round_sync do on the application thread,
+ * and the progress thread's part (queries to the State Server, its answers,
+ * ROUND to the aggregators).
  *
  * A round is one clock of the gradient path: the worker writes its delta
  * w_local - w_global into its gradient buffers and pushes them; the
@@ -20,8 +21,8 @@
 
 #include <strata/strata_agg.h>
 
-#include "engine/engine.h"
 #include "engine/state_server.h"
+#include "engine/worker.h"
 #include "util/alloc.h"
 #include "util/log.h"
 
@@ -157,27 +158,6 @@ void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status)
 
 /* ---- application thread ---- */
 
-static strata_status_t eng_rounds_need(strata_ctx_t *ctx, const char *fn)
-{
-    if (!ctx || ctx->role != STRATA_ROLE_WORKER) {
-        util_error("%s is for workers", fn);
-        return ctx ? STRATA_ERR_STATE : STRATA_ERR_INVALID;
-    }
-    if (!ctx->policy->ops->rounds) {
-        util_error("%s is for STRATA_POLICY=esync or fedavg; %s workers call "
-                   "strata_step",
-                   fn, ctx->policy->ops->name);
-        return STRATA_ERR_STATE;
-    }
-    if (!ctx->rounds) {
-        util_error("%s: call strata_commit before the first local step (it "
-                   "writes the initial model into the parameters)",
-                   fn);
-        return STRATA_ERR_STATE;
-    }
-    return eng_fatal(ctx);
-}
-
 /* Ask the State Server about the step starting now. */
 static strata_status_t eng_rounds_query(strata_ctx_t *ctx)
 {
@@ -209,18 +189,10 @@ static strata_status_t eng_rounds_answer(strata_ctx_t *ctx, bool *ready)
     return st;
 }
 
-strata_status_t strata_round_ready(strata_ctx_t *ctx, double step_seconds,
-                                   bool *ready_out)
+strata_status_t eng_rounds_ready(strata_ctx_t *ctx, double step_seconds,
+                                 bool *ready_out)
 {
-    strata_status_t st = eng_rounds_need(ctx, "strata_round_ready");
-    if (st != STRATA_OK)
-        return st;
-    if (!ready_out || !(step_seconds > 0) || step_seconds > 1e9) {
-        util_error("strata_round_ready: step_seconds must be a positive "
-                   "duration (got %g) and ready_out not NULL",
-                   step_seconds);
-        return STRATA_ERR_INVALID;
-    }
+    strata_status_t st = STRATA_OK;
     eng_rounds_t *r = ctx->rounds;
     r->steps++;
     r->last_step_s = step_seconds;
@@ -276,25 +248,21 @@ static void eng_rounds_keep_global(strata_ctx_t *ctx)
 static strata_status_t eng_rounds_exchange(strata_ctx_t *ctx)
 {
     strata_request_t *push, *pull = NULL;
-    ctx->api_in_round = true;
-    strata_status_t st = strata_push(ctx, NULL, 0, &push);
-    ctx->api_in_round = false;
+    strata_status_t st = eng_worker_push(ctx, NULL, 0, &push);
     if (st != STRATA_OK)
         return st;
-    st = strata_pull(ctx, strata_clock(ctx), &pull);
+    st = eng_worker_pull(ctx, ctx->worker->api.clock, &pull);
     if (st == STRATA_OK)
-        st = strata_wait(&pull, 2 * ctx->timeout_ms);
-    strata_status_t pst = strata_wait(&push, st == STRATA_OK ? -1 : 0);
+        st = eng_req_wait_put(&pull, 2 * ctx->timeout_ms);
+    strata_status_t pst = eng_req_wait_put(&push, st == STRATA_OK ? -1 : 0);
     if (pull) /* timed out: a pull holds nothing in the engine */
-        strata_wait(&pull, 0);
+        eng_req_wait_put(&pull, 0);
     return st != STRATA_OK ? st : pst;
 }
 
-strata_status_t strata_round_sync(strata_ctx_t *ctx)
+strata_status_t eng_rounds_sync(strata_ctx_t *ctx)
 {
-    strata_status_t st = eng_rounds_need(ctx, "strata_round_sync");
-    if (st != STRATA_OK)
-        return st;
+    strata_status_t st = STRATA_OK;
     eng_rounds_t *r = ctx->rounds;
     if (r->steps == 0) {
         util_error("strata_round_sync: no local step in round %llu",
@@ -312,7 +280,7 @@ strata_status_t strata_round_sync(strata_ctx_t *ctx)
         st = eng_cmd_submit(ctx, &q);
     }
     eng_cmd_t cmd = {.type = ENG_CMD_ROUND};
-    cmd.u.round.clock = strata_clock(ctx);
+    cmd.u.round.clock = ctx->worker->api.clock;
     cmd.u.round.steps = r->steps;
     if (st == STRATA_OK)
         st = eng_cmd_submit(ctx, &cmd);

@@ -69,58 +69,9 @@ strata_status_t eng_worker_create(strata_ctx_t *ctx)
     return STRATA_OK;
 }
 
-util_gate_t *eng_worker_pull_gate(strata_ctx_t *ctx)
-{
-    return &ctx->worker->pull_gate;
-}
-
-strata_status_t eng_worker_register(strata_ctx_t *ctx,
-                                    const eng_tensor_desc_t *desc, void *param,
-                                    void *grad, int *id_out)
-{
-    eng_worker_t *w = ctx->worker;
-    if (eng_tensor_desc_check(desc) != STRATA_OK)
-        return STRATA_ERR_INVALID;
-    for (uint32_t i = 0; i < w->ntensors; i++)
-        if (strcmp(w->tensors[i].desc.name, desc->name) == 0) {
-            util_error("tensor '%s' is registered twice", desc->name);
-            return STRATA_ERR_INVALID;
-        }
-    if (w->ntensors == w->tcap) {
-        uint32_t cap = w->tcap ? 2 * w->tcap : 16;
-        eng_wtensor_t *t = util_realloc(w->tensors, sizeof(*t) * cap);
-        if (!t) {
-            util_error("out of memory registering tensor '%s'", desc->name);
-            return STRATA_ERR_NOMEM;
-        }
-        w->tensors = t;
-        w->tcap = cap;
-    }
-    w->tensors[w->ntensors] = (eng_wtensor_t){
-        .desc = *desc, .param = param, .grad = grad, .pushed_at = -1};
-    if (id_out)
-        *id_out = (int)w->ntensors;
-    w->ntensors++;
-    return STRATA_OK;
-}
-
 int eng_worker_link_prov(const strata_ctx_t *ctx, int a)
 {
     return ctx->worker->links[a].prov;
-}
-
-uint32_t eng_worker_ntensors(const strata_ctx_t *ctx)
-{
-    return ctx->worker->ntensors;
-}
-
-const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
-                                           void **param, void **grad)
-{
-    const eng_wtensor_t *t = &ctx->worker->tensors[i];
-    *param = t->param;
-    *grad = t->grad;
-    return &t->desc;
 }
 
 /* ---- connecting ---- */
@@ -779,6 +730,7 @@ void eng_worker_free(strata_ctx_t *ctx)
     eng_blocks_free(w);
     util_free(w->links);
     util_free(w->tensors);
+    util_free(w->api.pushed_at);
     util_free(w);
     ctx->worker = NULL;
 }

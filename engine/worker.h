@@ -5,6 +5,8 @@
  *   worker_commit.c  the commit: layout, registrations, SLOTS and PARAMS,
  *                    the initial model
  *   worker_mem.c     strata_alloc's blocks, writable by every transport
+ *   worker_api.c     the application thread's side: tensors, commit, push
+ *                    and pull requests, the clock it counts
  *
  * Commit: the worker lays its tensors out, registers their buffers with every
  * transport it uses and sends the layout to the coordinator. Once accepted,
@@ -85,6 +87,17 @@ typedef struct eng_block {
     tp_mr_t *mr[ENG_NPROV];
 } eng_block_t;
 
+/* The worker as the application thread sees it (that thread alone). */
+typedef struct eng_worker_api {
+    int64_t clock;        /* pushes counted: strata_clock() */
+    uint32_t npushed;     /* tensors pushed in that clock */
+    int64_t *pushed_at;   /* [ntensors]: last clock pushed in; once committed */
+    uint32_t epochs;      /* strata_epoch_end calls */
+    int64_t epoch_clock;  /* the clock when the last epoch ended */
+    uint64_t step_end_ns; /* when strata_step last returned (commit) */
+    uint64_t compute_ns;  /* time outside strata_step this epoch */
+} eng_worker_api_t;
+
 struct eng_worker {
     eng_wtensor_t *tensors;
     uint32_t ntensors, tcap;
@@ -113,6 +126,7 @@ struct eng_worker {
     void **grads;          /* [ntensors]: gradient buffers, for topk */
     bool frozen;           /* gssp regrouping: no push of freeze_at or later */
     int64_t freeze_at;     /* ... until GO */
+    eng_worker_api_t api;
 };
 
 /* ---- worker.c ---- */

@@ -1,0 +1,168 @@
+/*
+ * Requests: a pool per context from which the application thread takes
+ * one per push, pull or command it waits for; the progress thread completes
+ * them. A pull waits on a gate (the clock of the model every buffer holds)
+ * rather than for a completion.
+ */
+#include <stdio.h>
+
+#include "engine/engine.h"
+#include "util/alloc.h"
+#include "util/log.h"
+
+strata_status_t eng_req_pool_create(strata_ctx_t *ctx)
+{
+    ctx->req_pool = util_calloc(ENG_REQ_POOL, sizeof(*ctx->req_pool));
+    if (!ctx->req_pool)
+        return STRATA_ERR_NOMEM;
+    for (int i = ENG_REQ_POOL - 1; i >= 0; i--) {
+        ctx->req_pool[i].ctx = ctx;
+        ctx->req_pool[i].next_free = ctx->req_free;
+        ctx->req_free = &ctx->req_pool[i];
+    }
+    return STRATA_OK;
+}
+
+void eng_req_pool_free(strata_ctx_t *ctx)
+{
+    for (int i = 0; ctx->req_pool && i < ENG_REQ_POOL; i++)
+        util_free(ctx->req_pool[i].tensors);
+    util_free(ctx->req_pool);
+    ctx->req_pool = NULL;
+    ctx->req_free = NULL;
+}
+
+void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
+                      strata_status_t status)
+{
+    req->status = status;
+    atomic_store_explicit(&req->done, 1, memory_order_release);
+    util_waitq_wake(&ctx->reqq);
+}
+
+void eng_req_abandon(strata_request_t *req)
+{
+    req->abandoned = true;
+}
+
+static void eng_req_reclaim(strata_ctx_t *ctx)
+{
+    for (int i = 0; i < ENG_REQ_POOL; i++) {
+        strata_request_t *req = &ctx->req_pool[i];
+        if (req->abandoned && atomic_load(&req->done)) {
+            req->abandoned = false;
+            req->next_free = ctx->req_free;
+            ctx->req_free = req;
+        }
+    }
+}
+
+strata_request_t *eng_req_get(strata_ctx_t *ctx, eng_req_kind_t kind)
+{
+    if (!ctx->req_free)
+        eng_req_reclaim(ctx);
+    strata_request_t *req = ctx->req_free;
+    if (!req) {
+        util_error("more than %d requests outstanding: wait for some",
+                   ENG_REQ_POOL);
+        return NULL;
+    }
+    ctx->req_free = req->next_free;
+    req->kind = kind;
+    req->status = STRATA_OK;
+    req->clock = 0;
+    req->gate = NULL;
+    req->outstanding = 0;
+    req->ntensors = 0;
+    atomic_store(&req->done, 0);
+    return req;
+}
+
+void eng_req_put(strata_request_t *req)
+{
+    strata_ctx_t *ctx = req->ctx;
+    req->next_free = ctx->req_free;
+    ctx->req_free = req;
+}
+
+static strata_status_t eng_req_cond(void *arg)
+{
+    strata_request_t *req = arg;
+    return atomic_load_explicit(&req->done, memory_order_acquire)
+               ? STRATA_OK
+               : STRATA_ERR_AGAIN;
+}
+
+static const char *eng_req_what(const strata_request_t *req, char *buf,
+                                size_t len)
+{
+    static const char *const what[] = {"push", "pull", "operation"};
+    snprintf(buf, len, "%s", what[req->kind]);
+    if (req->kind == ENG_REQ_PULL)
+        snprintf(buf, len, "pull of clock %lld", (long long)req->clock);
+    return buf;
+}
+
+strata_status_t eng_req_wait(strata_request_t *req, int timeout_ms)
+{
+    strata_ctx_t *ctx = req->ctx;
+    if (timeout_ms < 0)
+        timeout_ms = ctx->timeout_ms;
+    strata_status_t st;
+    if (req->kind == ENG_REQ_PULL)
+        st = util_gate_wait(req->gate, req->clock, timeout_ms);
+    else if ((st = util_waitq_wait(&ctx->reqq, eng_req_cond, req,
+                                   timeout_ms)) == STRATA_OK)
+        st = req->status;
+    if (st == STRATA_ERR_TIMEOUT && timeout_ms > 0) {
+        char what[64];
+        util_error("strata_wait: the %s did not complete within %d ms",
+                   eng_req_what(req, what, sizeof(what)), timeout_ms);
+    }
+    return st;
+}
+
+strata_status_t eng_req_wait_put(strata_request_t **req, int timeout_ms)
+{
+    strata_status_t st = eng_req_wait(*req, timeout_ms);
+    if (st != STRATA_ERR_TIMEOUT) {
+        eng_req_put(*req);
+        *req = NULL;
+    }
+    return st;
+}
+
+strata_status_t eng_req_test(strata_request_t **req, bool *done_out)
+{
+    strata_request_t *r = *req;
+    strata_status_t st;
+    bool done;
+    if (r->kind == ENG_REQ_PULL) {
+        st = util_gate_wait(r->gate, r->clock, 0);
+        done = st != STRATA_ERR_TIMEOUT;
+    } else {
+        done = eng_req_cond(r) == STRATA_OK;
+        st = r->status;
+    }
+    *done_out = done;
+    if (!done)
+        return STRATA_OK;
+    eng_req_put(r);
+    *req = NULL;
+    return st;
+}
+
+strata_status_t eng_run(strata_ctx_t *ctx, eng_cmd_t *cmd, int timeout_ms)
+{
+    cmd->req = eng_req_get(ctx, ENG_REQ_CMD);
+    if (!cmd->req)
+        return STRATA_ERR_AGAIN;
+    strata_status_t st = eng_cmd_submit(ctx, cmd);
+    if (st == STRATA_OK)
+        st = eng_req_wait(cmd->req, timeout_ms);
+    if (st == STRATA_ERR_TIMEOUT)
+        eng_req_abandon(cmd->req);
+    else
+        eng_req_put(cmd->req);
+    return st;
+}
