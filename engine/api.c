@@ -190,7 +190,7 @@ strata_status_t strata_wait(strata_request_t **req, int timeout_ms)
     return eng_req_wait_put(req, timeout_ms);
 }
 
-strata_status_t strata_test(strata_request_t **req, int *done_out)
+strata_status_t strata_test(strata_request_t **req, bool *done_out)
 {
     if (!req || !*req || !done_out) {
         util_error("strata_test: no request or no done_out given");
@@ -500,7 +500,17 @@ strata_status_t strata_metrics(strata_ctx_t *ctx, strata_metrics_t *m_out)
         util_error("strata_metrics: ctx and m_out must not be NULL");
         return STRATA_ERR_INVALID;
     }
-    eng_metrics_read(ctx, m_out);
+    size_t size = m_out->size;
+    if (size < offsetof(strata_metrics_t, bytes_pushed) + sizeof(uint64_t)) {
+        util_error("strata_metrics: m_out->size is %zu; set it to "
+                   "sizeof(strata_metrics_t) (STRATA_METRICS_INIT)",
+                   size);
+        return STRATA_ERR_INVALID;
+    }
+    strata_metrics_t m;
+    eng_metrics_read(ctx, &m);
+    m.size = size < sizeof(m) ? size : sizeof(m);
+    memcpy(m_out, &m, m.size); /* a caller built against an older header */
     return STRATA_OK;
 }
 

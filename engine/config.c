@@ -557,6 +557,23 @@ const char *eng_config_name(eng_cfg_key_t key)
     return (unsigned)key < ENG_CFG__COUNT ? eng_cfg_specs[key].name : "?";
 }
 
+int eng_config_find(const char *name)
+{
+    if (strncasecmp(name, ENG_CFG_PREFIX, strlen(ENG_CFG_PREFIX)) == 0)
+        name += strlen(ENG_CFG_PREFIX);
+    for (int k = 0; k < ENG_CFG__COUNT; k++)
+        if (strcasecmp(eng_cfg_specs[k].name + strlen(ENG_CFG_PREFIX), name) ==
+            0)
+            return k;
+    return -1;
+}
+
+bool eng_config_secret(eng_cfg_key_t key)
+{
+    return (unsigned)key < ENG_CFG__COUNT &&
+           (eng_cfg_specs[key].flags & F_SECRET);
+}
+
 /* The dump is itself a valid STRATA_CONFIG file (secrets left out). */
 void eng_config_dump(const eng_config_t *cfg, FILE *out)
 {

@@ -7,6 +7,7 @@
 #ifndef STRATA_ENGINE_CONFIG_H
 #define STRATA_ENGINE_CONFIG_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -53,6 +54,10 @@ eng_cfg_source_t eng_config_source(const eng_config_t *cfg, eng_cfg_key_t key);
 
 /* The environment variable name, e.g. "STRATA_POLICY". */
 const char *eng_config_name(eng_cfg_key_t key);
+/* The key named name (STRATA_NAME or name, any case), or -1. */
+int eng_config_find(const char *name);
+/* Whether the value must not be shown (the job secret). */
+bool eng_config_secret(eng_cfg_key_t key);
 
 /* Print every setting with its effective value and where it came from. */
 void eng_config_dump(const eng_config_t *cfg, FILE *out);

@@ -223,6 +223,10 @@ struct strata_ctx {
     uint32_t abort_pending;
     util_waitq_t reqq; /* requests completing */
     _Atomic int fatal; /* the first failure, or STRATA_OK */
+    /* its message, for strata_last_error: written once, before fatal_text
+     * is set */
+    char fatal_msg[1024];
+    _Atomic bool fatal_text;
     bool bye_sent;
 
     /* request pool: the application thread allocates and frees */

@@ -79,6 +79,8 @@ void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,
     }
     if (util_log_enabled(UTIL_LOG_ERROR))
         util_log_write(UTIL_LOG_ERROR, file, line, "%s", msg);
+    memcpy(ctx->fatal_msg, msg, sizeof(ctx->fatal_msg));
+    atomic_store_explicit(&ctx->fatal_text, true, memory_order_release);
     if (ctx->coord_ops) /* tells every rank why, first */
         ctx->coord_ops->fail(ctx, status, msg);
     util_gate_fail(&ctx->joined, status);

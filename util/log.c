@@ -24,6 +24,8 @@ _Atomic int util_log_threshold = -1;
 static _Atomic int util_log_rank = -1;
 
 static pthread_mutex_t util_log_sink_lock = PTHREAD_MUTEX_INITIALIZER;
+/* For bindings: what the last failing call of this thread said. */
+static _Thread_local char util_log_last_error[512];
 static util_log_sink_fn util_log_sink;
 static void *util_log_sink_arg;
 
@@ -71,6 +73,11 @@ void util_log_set_sink(util_log_sink_fn fn, void *arg)
     pthread_mutex_unlock(&util_log_sink_lock);
 }
 
+const char *util_log_thread_last_error(void)
+{
+    return util_log_last_error;
+}
+
 static size_t util_log_prefix(char *buf, size_t cap, util_log_level_t level,
                               const char *file, int line)
 {
@@ -101,6 +108,7 @@ void util_log_write(util_log_level_t level, const char *file, int line,
         level = UTIL_LOG_TRACE;
     char buf[UTIL_LOG_LINE_MAX];
     size_t len = util_log_prefix(buf, sizeof(buf) - 1, level, file, line);
+    size_t prefix = len;
 
     va_list ap;
     va_start(ap, fmt);
@@ -113,6 +121,9 @@ void util_log_write(util_log_level_t level, const char *file, int line,
     for (size_t i = 0; i < len; i++)
         if (buf[i] == '\n')
             buf[i] = ' ';
+    if (level == UTIL_LOG_ERROR)
+        snprintf(util_log_last_error, sizeof(util_log_last_error), "%.*s",
+                 (int)(len - prefix), buf + prefix);
 
     pthread_mutex_lock(&util_log_sink_lock);
     util_log_sink_fn sink = util_log_sink;

@@ -37,6 +37,10 @@ typedef void (*util_log_sink_fn)(void *arg, util_log_level_t level,
                                  const char *line);
 void util_log_set_sink(util_log_sink_fn fn, void *arg);
 
+/* The message (without the line's prefix) of the last ERROR this thread
+ * logged, or "" if none. */
+const char *util_log_thread_last_error(void);
+
 void util_log_write(util_log_level_t level, const char *file, int line,
                     const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 

@@ -94,11 +94,14 @@ const char *strata_version_string(void);
  * must not be read.
  *
  * Thread safety: the calls on one context must not overlap (serialise them if
- * several threads use it), except strata_metrics(), strata_group_clocks() and
- * the queries (strata_rank() ...), which any thread may call at any time.
- * Separate contexts are independent, and each runs one background progress
- * thread. A few things are per process, not per context: the log level, the
- * rank shown in log lines (the latest context's), and the reduction kernels
+ * several threads use it), except strata_metrics(), strata_group_clocks(),
+ * strata_last_error(), strata_setting() and the queries (strata_rank() ...),
+ * which any thread may call at any time; strata_strerror(),
+ * strata_version_string() and the strata_log_* calls need no context and
+ * are safe from any thread. Separate contexts are independent, and each runs
+ * one background progress thread. A few things are per process, not per
+ * context: the log level and handler, the rank shown in log lines (the
+ * latest context's), and the reduction kernels
  * and their thread count (STRATA_SIMD, STRATA_REDUCE_THREADS: read by the
  * first reduction, again by each aggregator's strata_init, and changed by
  * strata_simd_select).
@@ -212,8 +215,8 @@ strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
  * When it completes, *req is freed and set to NULL and its status returned;
  * STRATA_ERR_TIMEOUT leaves it pending. */
 strata_status_t strata_wait(strata_request_t **req, int timeout_ms);
-/* Like strata_wait() without waiting: *done_out is 1 when it completed. */
-strata_status_t strata_test(strata_request_t **req, int *done_out);
+/* Like strata_wait() without waiting: *done_out is true when it completed. */
+strata_status_t strata_test(strata_request_t **req, bool *done_out);
 
 /* One training step: push every gradient of the current clock, then wait
  * until the parameters hold the model for the next one. */
@@ -271,7 +274,12 @@ strata_status_t strata_round_sync(strata_ctx_t *ctx);
  * [2^(b-1), 2^b), the last bucket everything above. */
 #define STRATA_STALENESS_BUCKETS 32
 
+/* The struct grows at its end, never changing what is there: the caller sets
+ * size to sizeof(strata_metrics_t) as its header has it (STRATA_METRICS_INIT),
+ * the library fills that much (no more than it knows) and sets size to what
+ * it filled. */
 typedef struct strata_metrics {
+    size_t size;
     /* gradient bytes this worker wrote, or this aggregator received */
     uint64_t bytes_pushed;
     /* model bytes written to this worker, or by this aggregator */
@@ -291,6 +299,11 @@ typedef struct strata_metrics {
     uint64_t staleness[STRATA_STALENESS_BUCKETS];
 } strata_metrics_t;
 
+#define STRATA_METRICS_INIT                                                    \
+    {                                                                          \
+        .size = sizeof(strata_metrics_t)                                       \
+    }
+
 strata_status_t strata_metrics(strata_ctx_t *ctx, strata_metrics_t *m_out);
 
 /* The clock of every group on an aggregator's shard (the least over its
@@ -302,6 +315,46 @@ strata_status_t strata_group_clocks(strata_ctx_t *ctx, int64_t *clocks,
 /* With STRATA_METRICS=path, rank 0 writes the metrics of every rank that
  * finalized, as JSON ({"ranks": [{"rank": 0, "role": "aggregator", ...},
  * ...]}), to path when the job ends. */
+
+/* ---- for bindings: errors, logs, settings ---- */
+
+/* The text of the last failure, for an exception's message. Once the
+ * context's job failed, the job's failure as the coordinator named it
+ * ("worker rank 3 (pid 1234 ...) disconnected ..."); otherwise the last error
+ * a call of the calling thread logged (read it right after the call that
+ * failed; ctx may be NULL, as after a failed strata_init). Copies at most
+ * len - 1 bytes and a NUL into buf; returns the text's length (0: none).
+ * Any thread, any time. */
+size_t strata_last_error(const strata_ctx_t *ctx, char *buf, size_t len);
+
+typedef enum strata_log_level {
+    STRATA_LOG_ERROR,
+    STRATA_LOG_WARN,
+    STRATA_LOG_INFO,
+    STRATA_LOG_DEBUG,
+    STRATA_LOG_TRACE,
+} strata_log_level_t;
+
+/* Receives every log line, formatted as on stderr without the newline. */
+typedef void (*strata_log_fn)(void *arg, strata_log_level_t level,
+                              const char *line);
+
+/* Per process: send the log to fn instead of stderr (NULL: back to stderr).
+ * fn runs on any thread (progress threads included), one line at a time,
+ * and must not call libstrata. */
+void strata_log_set_handler(strata_log_fn fn, void *arg);
+/* Per process: the level below which lines are dropped (STRATA_LOG sets it
+ * at the first strata_init). */
+void strata_log_set_level(strata_log_level_t level);
+
+/* The effective value of a setting, as text (what strata-config --dump
+ * prints): key is STRATA_KEY or key, any case. For a worker's wrapper to
+ * choose hooks or rounds, or check its optimizer against STRATA_LR.
+ * STRATA_ERR_INVALID: no such setting; STRATA_ERR_RANGE: len is too small
+ * (*len_out, if not NULL, says how much is needed, NUL included). Any
+ * thread, any time. */
+strata_status_t strata_setting(const strata_ctx_t *ctx, const char *key,
+                               char *buf, size_t len, size_t *len_out);
 
 #ifdef __cplusplus
 }

@@ -96,7 +96,7 @@ strata_status_t perf_dist_round(perf_dist_t *d, double step_s, bool *synced_out)
 void perf_dist_traffic(perf_dist_t *d, uint64_t *pushed_out,
                        uint64_t *pulled_out)
 {
-    strata_metrics_t m;
+    strata_metrics_t m = STRATA_METRICS_INIT;
     if (strata_metrics(d->ctx, &m) != STRATA_OK)
         return; /* the counters keep their last values */
     *pushed_out = m.bytes_pushed;

@@ -10,12 +10,14 @@ no framework headers at install time. docs/python.md is the manual.
 """
 
 from strata._core import (AGGREGATOR, WORKER, Context, PeerError, Request,
-                          StrataError, TimeoutError, context, finalize, init,
-                          num_aggregators, num_workers, rank, size, strerror,
+                          StrataError, TimeoutError, capture_log, context,
+                          finalize, init, last_error, num_aggregators,
+                          num_workers, rank, set_log_level, size, strerror,
                           version, worker_index)
 
 __all__ = [
     "AGGREGATOR", "WORKER", "Context", "PeerError", "Request", "StrataError",
-    "TimeoutError", "context", "finalize", "init", "num_aggregators",
-    "num_workers", "rank", "size", "strerror", "version", "worker_index",
+    "TimeoutError", "capture_log", "context", "finalize", "init",
+    "last_error", "num_aggregators", "num_workers", "rank", "set_log_level",
+    "size", "strerror", "version", "worker_index",
 ]

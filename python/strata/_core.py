@@ -42,8 +42,17 @@ def version():
     return _c.strata_version_string().decode()
 
 
+def last_error(ctx=None):
+    """The text of the last failure (strata_last_error): ctx's job's failure
+    if it failed, else the last error of this thread's libstrata calls."""
+    handle = ctx._ctx if ctx is not None and ctx._ctx else None
+    buf = ctypes.create_string_buffer(1024)
+    n = _c.strata_last_error(handle, buf, len(buf))
+    return buf.value.decode(errors="replace") if n else ""
+
+
 def _error(status, what, ctx=None):
-    text = ctx.last_error() if ctx is not None else None
+    text = last_error(ctx)
     message = f"{what}: {text or strerror(status)}"
     return _ERRORS.get(status, StrataError)(status, message)
 
@@ -78,7 +87,7 @@ class Request:
         """True once complete (raises if it failed)."""
         if not self._req:
             return True
-        done = ctypes.c_int()
+        done = ctypes.c_bool()
         st = _c.strata_test(ctypes.byref(self._req), ctypes.byref(done))
         if done.value:
             self._req = ctypes.c_void_p()
@@ -99,10 +108,8 @@ class Context:
         argv = (ctypes.c_char_p * (len(items) + 1))(*items, None)
         self._ctx = ctypes.c_void_p()
         self._closers = []
-        self._settings = {k.upper().removeprefix("STRATA_"): str(v)
-                          for k, v in (settings or {}).items()}
         _check(_c.strata_init_with(argv, ctypes.byref(self._ctx)),
-               "strata_init")
+               "strata_init", self)
         # Fixed for the job: still answered after finalize().
         h = self._ctx
         self._fixed = {"role": _c.strata_role(h), "rank": _c.strata_rank(h),
@@ -141,17 +148,22 @@ class Context:
         _check(_c.strata_serve(self._handle()), "strata_serve", self)
 
     def last_error(self):
-        return None
+        return last_error(self)
 
     # ---- the job's settings ----
     def setting(self, key):
-        """The effective value of a setting (policy, optimizer, lr, ...)."""
-        import os
-        defaults = {"policy": "bsp", "optimizer": "sgd", "lr": 0.01,
-                    "momentum": 0.0, "weight_decay": 0.0}
-        value = self._settings.get(
-            key.upper(), os.environ.get("STRATA_" + key.upper(), defaults[key]))
-        return float(value) if isinstance(defaults[key], float) else value
+        """The effective value of a setting ("policy", "STRATA_LR", ...) as
+        text, wherever it was set (environment, STRATA_CONFIG, defaults)."""
+        buf = ctypes.create_string_buffer(256)
+        need = ctypes.c_size_t()
+        st = _c.strata_setting(self._handle(), key.encode(), buf, len(buf),
+                               ctypes.byref(need))
+        if st == _lib.STATUS["STRATA_ERR_RANGE"]:
+            buf = ctypes.create_string_buffer(need.value)
+            st = _c.strata_setting(self._handle(), key.encode(), buf,
+                                   len(buf), None)
+        _check(st, f"strata_setting('{key}')", self)
+        return buf.value.decode()
 
     def set_lr(self, lr):
         raise StrataError(_lib.STATUS["STRATA_ERR_UNSUPPORTED"],
@@ -203,11 +215,12 @@ class Context:
         return _c.strata_transport(self._handle()).decode()
 
     def metrics(self):
-        m = _lib.Metrics()
+        m = _lib.Metrics(size=ctypes.sizeof(_lib.Metrics))
         _check(_c.strata_metrics(self._handle(), ctypes.byref(m)),
                "strata_metrics", self)
         return {name: (list(getattr(m, name)) if name == "staleness"
-                       else getattr(m, name)) for name, _ in m._fields_}
+                       else getattr(m, name)) for name, _ in m._fields_
+                if name != "size"}
 
     # ---- memory and tensors ----
     def alloc(self, nbytes):
@@ -273,6 +286,38 @@ class Context:
 
     def round_sync(self):
         _check(_c.strata_round_sync(self._handle()), "strata_round_sync", self)
+
+
+# ---- the log ----
+
+_LEVELS = {0: 40, 1: 30, 2: 20, 3: 10, 4: 5}  # strata level -> logging's
+_log_callback = None  # kept alive while libstrata holds it
+
+
+def capture_log(logger=None):
+    """Send libstrata's log lines to a Python logger (default: "strata")
+    instead of stderr; None restores stderr when given False."""
+    global _log_callback
+    if logger is False:
+        _c.strata_log_set_handler(_lib.LOG_FN(), None)
+        _log_callback = None
+        return
+    import logging
+    target = logger or logging.getLogger("strata")
+
+    def forward(arg, level, line):
+        try:
+            target.log(_LEVELS.get(level, 10), line.decode(errors="replace"))
+        except Exception:  # never raise into C
+            pass
+    _log_callback = _lib.LOG_FN(forward)
+    _c.strata_log_set_handler(_log_callback, None)
+
+
+def set_log_level(name):
+    """"error", "warn", "info", "debug" or "trace" (per process)."""
+    levels = ["error", "warn", "info", "debug", "trace"]
+    _c.strata_log_set_level(levels.index(name.lower()))
 
 
 # ---- the process's default context ----
@@ -350,3 +395,5 @@ def _finalize_at_exit():
             _default.finalize()
         except StrataError as e:
             print(f"strata: finalize at exit: {e}", file=sys.stderr)
+    if _log_callback is not None:  # no calls into a finalizing interpreter
+        capture_log(False)

@@ -15,6 +15,7 @@ class Metrics(ctypes.Structure):
     """strata_metrics_t (see strata.h)."""
 
     _fields_ = [
+        ("size", ctypes.c_size_t),
         ("bytes_pushed", ctypes.c_uint64),
         ("bytes_pulled", ctypes.c_uint64),
         ("pushes", ctypes.c_uint64),
@@ -29,6 +30,10 @@ class Metrics(ctypes.Structure):
     ]
 
 
+# void (*)(void *arg, strata_log_level_t level, const char *line)
+LOG_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int,
+                          ctypes.c_char_p)
+
 CTYPES = {
     "void": None,
     "int": ctypes.c_int,
@@ -39,6 +44,9 @@ CTYPES = {
     "strata_status_t": ctypes.c_int,
     "strata_role_t": ctypes.c_int,
     "strata_dtype_t": ctypes.c_int,
+    "strata_log_level_t": ctypes.c_int,
+    "strata_log_fn": LOG_FN,
+    "char *": ctypes.c_char_p,
     "const char *": ctypes.c_char_p,
     "const char *const *": ctypes.POINTER(ctypes.c_char_p),
     "void *": ctypes.c_void_p,
@@ -85,7 +93,7 @@ PROTOTYPES = {
     "strata_pull": ("strata_status_t",
                     ("strata_ctx_t *", "int64_t", "strata_request_t **")),
     "strata_wait": ("strata_status_t", ("strata_request_t **", "int")),
-    "strata_test": ("strata_status_t", ("strata_request_t **", "int *")),
+    "strata_test": ("strata_status_t", ("strata_request_t **", "bool *")),
     "strata_step": ("strata_status_t", ("strata_ctx_t *",)),
     "strata_epoch_end": ("strata_status_t", ("strata_ctx_t *", "double")),
     "strata_round_ready": ("strata_status_t",
@@ -96,6 +104,13 @@ PROTOTYPES = {
     "strata_group_clocks": ("strata_status_t",
                             ("strata_ctx_t *", "int64_t *", "size_t",
                              "size_t *")),
+    "strata_last_error": ("size_t", ("const strata_ctx_t *", "char *",
+                                     "size_t")),
+    "strata_log_set_handler": ("void", ("strata_log_fn", "void *")),
+    "strata_log_set_level": ("void", ("strata_log_level_t",)),
+    "strata_setting": ("strata_status_t",
+                       ("const strata_ctx_t *", "const char *", "char *",
+                        "size_t", "size_t *")),
 }
 
 # Functions of strata.h the package does not call, and why.
@@ -128,6 +143,9 @@ STATUS_NAME = {v: k for k, v in STATUS.items()}
 DTYPES = {"STRATA_FP32": 0, "STRATA_FP64": 1, "STRATA_FP16": 2,
           "STRATA_BF16": 3}
 ROLES = {"STRATA_ROLE_WORKER": 0, "STRATA_ROLE_AGGREGATOR": 1}
+LOG_LEVELS = {"STRATA_LOG_ERROR": 0, "STRATA_LOG_WARN": 1,
+              "STRATA_LOG_INFO": 2, "STRATA_LOG_DEBUG": 3,
+              "STRATA_LOG_TRACE": 4}
 
 # The package's own settings live under STRATA_EXT_, which the library never
 # reads nor refuses (strata.h).

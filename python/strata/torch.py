@@ -122,8 +122,8 @@ class _DistributedOptimizer:
                 f"torch.optim.SGD (got {type(self).__name__}); for another "
                 f"optimizer use STRATA_POLICY=bsp with STRATA_OPTIMIZER=sum, "
                 f"or esync/fedavg")
-        job = {"lr": ctx.setting("lr"), "momentum": ctx.setting("momentum"),
-               "weight_decay": ctx.setting("weight_decay")}
+        job = {k: float(ctx.setting(k))
+               for k in ("lr", "momentum", "weight_decay")}
         for i, group in enumerate(self.param_groups):
             for key, want in job.items():
                 have = float(group[key])

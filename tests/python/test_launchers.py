@@ -1,7 +1,8 @@
-"""One script (jobs/launch.py) under the launchers: strata-run without
---spmd (aggregators are strata-agg), torchrun (with the Python 3.11
-workaround: --redirects 1 --tee 1 --log_dir) and mpirun. Every worker ends
-with the same parameters."""
+"""One script (jobs/launch.py) under the launchers torchrun (with the
+Python 3.11 workaround: --redirects 1 --tee 1 --log_dir) and mpirun: every
+rank runs it, the aggregator serves in strata.init(), every worker ends with
+the same parameters. (strata-run runs the jobs of test_training.py, with
+--spmd, and test_failures.py, without.)"""
 
 import json
 import shutil
@@ -10,7 +11,7 @@ import subprocess
 
 import pytest
 
-from conftest import HERE, PYTHON, job_env, run_job, show
+from conftest import HERE, PYTHON, job_env, show
 
 SCRIPT = HERE / "jobs" / "launch.py"
 
@@ -37,12 +38,6 @@ def _free_port_pair():
             except OSError:
                 continue
     pytest.fail("no pair of free ports")
-
-
-def test_strata_run(build, tmp_path):
-    proc = run_job(build, [SCRIPT, tmp_path], timeout=180)
-    assert proc.returncode == 0, show(proc)
-    _same_params(tmp_path, proc)
 
 
 def test_torchrun(build, tmp_path):

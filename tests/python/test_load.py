@@ -10,14 +10,28 @@ import pytest
 
 from conftest import PYTHON, job_env
 
+# The library answers; a failing call raises with the library's own words
+# (strata_last_error), and its log reaches a Python logger when asked.
 USE_STRATA = """
-import strata
+import logging, strata
 assert strata.version().count(".") == 2
+seen = []
+class Keep(logging.Handler):
+    def emit(self, record):
+        seen.append((record.levelno, record.getMessage()))
+log = logging.getLogger("strata-test")
+log.addHandler(Keep())
+log.propagate = False
+strata.capture_log(log)
 try:
     strata.Context({"STRATA_NO_SUCH_SETTING": "1"})
     raise SystemExit("an unknown setting was accepted")
 except strata.StrataError as e:
     assert e.name == "STRATA_ERR_CONFIG", e
+    assert "STRATA_NO_SUCH_SETTING=1" in str(e) and "unknown setting" in str(e), e
+strata.capture_log(False)
+assert any(lvl == logging.ERROR and "STRATA_NO_SUCH_SETTING" in m
+           for lvl, m in seen), seen
 """
 
 USE_TORCH = """

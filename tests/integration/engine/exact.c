@@ -59,6 +59,30 @@ static int fail_status(const char *what, strata_status_t st)
     return test_job_fail("exact", what, st);
 }
 
+/* strata_setting gives the effective values a binding checks against: the
+ * policy as the environment set it (or the default), never the secret. */
+static int check_settings(strata_ctx_t *ctx)
+{
+    const char *want =
+        getenv("STRATA_POLICY") ? getenv("STRATA_POLICY") : "bsp";
+    char buf[64], tiny[2];
+    size_t need = 0;
+    if (strata_setting(ctx, "policy", buf, sizeof(buf), NULL) != STRATA_OK ||
+        strcmp(buf, want) != 0 ||
+        strata_setting(ctx, "STRATA_POLICY", tiny, sizeof(tiny), &need) !=
+            STRATA_ERR_RANGE ||
+        need != strlen(want) + 1 ||
+        strata_setting(ctx, "STRATA_JOB_SECRET", buf, sizeof(buf), NULL) !=
+            STRATA_ERR_INVALID) {
+        fprintf(stderr,
+                "exact: strata_setting does not give the policy %s "
+                "(or gave the secret)\n",
+                want);
+        return 1;
+    }
+    return 0;
+}
+
 static int check_model(const opts_t *o, int nw, int w, int c, int t,
                        const float *param, size_t n)
 {
@@ -174,7 +198,7 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
             if (check_model(o, nw, w, c, t, param[t], sizes[t]))
                 return 1;
     }
-    strata_metrics_t m;
+    strata_metrics_t m = STRATA_METRICS_INIT;
     strata_metrics(ctx, &m);
     printf("worker %d: %d steps exact (%llu bytes pushed, %llu pulled, %llu "
            "staging copies)\n",
@@ -245,8 +269,12 @@ int main(int argc, char **argv)
     strata_status_t st = strata_init(&ctx);
     if (st != STRATA_OK)
         return fail_status("init", st);
-    int rc;
+    int rc = check_settings(ctx);
     bool worker = strata_role(ctx) == STRATA_ROLE_WORKER;
+    if (rc != 0) {
+        strata_finalize(ctx);
+        return rc;
+    }
     if (!worker) {
         st = strata_serve(ctx);
         rc = st == STRATA_OK ? 0 : fail_status("serve", st);

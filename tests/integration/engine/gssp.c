@@ -142,7 +142,7 @@ static int run_worker(strata_ctx_t *ctx, const void *arg)
     }
     if ((rc = drain(ctx, o, nw, w)) != 0)
         return rc;
-    strata_metrics_t m;
+    strata_metrics_t m = STRATA_METRICS_INIT;
     strata_metrics(ctx, &m);
     printf("worker %d: %d steps exact, every push applied once (%llu bytes "
            "pushed); groups %s\n",
