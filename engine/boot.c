@@ -18,9 +18,6 @@
 #include "util/alloc.h"
 #include "util/log.h"
 
-#define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 1
-
 /* Settings that must be the same on every rank. */
 static const eng_cfg_key_t eng_shared_keys[] = {
     ENG_CFG_POLICY,       ENG_CFG_STALENESS, ENG_CFG_PARTITION_BYTES,
@@ -386,6 +383,13 @@ static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         eng_fail(ctx, st, "the job failed: %s", reason);
         break;
     }
+    case ENG_MSG_DROPPED:
+        eng_get_str(r, reason, sizeof(reason));
+        eng_fail(ctx, STRATA_ERR_PEER,
+                 "this worker was dropped from the job, which goes on "
+                 "without it: %s",
+                 eng_rbuf_ok(r) ? reason : "(malformed DROPPED)");
+        break;
     default:
         ctx->role_ops->on_coord_msg(ctx, type, r);
     }
@@ -398,10 +402,28 @@ static void eng_boot_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
     peer->up = false;
     if (ctx->bye_sent)
         return;
+    /* An ABORT sent before the close would have arrived before it. */
+    eng_fail_soon_now(ctx, "the coordinator left without saying why the job "
+                           "failed");
     eng_fail(ctx, STRATA_ERR_PEER, "lost the coordinator (rank 0 at %s): %s",
              ctx->coord_addr,
              status == STRATA_OK ? "it closed the connection"
                                  : strata_strerror(status));
+}
+
+strata_status_t eng_boot_report(strata_ctx_t *ctx, strata_status_t status,
+                                const char *msg)
+{
+    if (!ctx->coord_peer.up)
+        return STRATA_ERR_STATE;
+    unsigned char buf[TP_MSG_MAX];
+    char clipped[TP_MSG_MAX - 16];
+    snprintf(clipped, sizeof(clipped), "%s", msg);
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_FAILED);
+    eng_put_u16(&w, (uint16_t)status);
+    eng_put_str(&w, clipped);
+    return eng_send(&ctx->coord_peer, &w, NULL);
 }
 
 strata_status_t eng_boot_bye(strata_ctx_t *ctx, uint32_t *pending)

@@ -17,9 +17,6 @@
 #include "util/alloc.h"
 #include "util/log.h"
 
-#define ENG_HELLO_MAGIC 0x53545241u
-#define ENG_PROTO_VERSION 1
-
 static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
                               unsigned type, eng_rbuf_t *r);
 static void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
@@ -353,6 +350,46 @@ static void eng_on_layout_msg(strata_ctx_t *ctx, eng_member_t *m, unsigned type,
         eng_check_layouts(ctx);
 }
 
+/* ---- failures ---- */
+
+/* A worker dropped from the job (esync, fedavg) is told so when it notices. */
+static void eng_send_dropped(eng_member_t *m)
+{
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_DROPPED);
+    eng_put_str(&w, m->drop_why);
+    if (eng_send(&m->peer, &w, NULL) != STRATA_OK)
+        util_debug("cannot tell dropped %s why", eng_member_name(m));
+}
+
+/* A rank saw a failure (FAILED). If the job has already failed, the ABORT
+ * naming the first failure is on its way to that rank too; a dropped worker
+ * is told why it was dropped; if ranks are missing, they are the cause;
+ * otherwise what it saw is the job's first failure, and every rank is
+ * told. */
+static void eng_on_failed(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    strata_status_t st = (strata_status_t)eng_get_u16(r);
+    char reason[TP_MSG_MAX];
+    eng_get_str(r, reason, sizeof(reason));
+    if (!eng_rbuf_ok(r)) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "malformed FAILED from %s",
+                 eng_member_name(m));
+        return;
+    }
+    if (eng_fatal(ctx) != STRATA_OK)
+        return;
+    if (m->dropped) {
+        eng_send_dropped(m);
+        return;
+    }
+    if (eng_coord_missing(ctx))
+        return;
+    eng_fail(ctx, st == STRATA_OK ? STRATA_ERR_PEER : st, "%s: %s",
+             eng_member_name(m), reason);
+}
+
 /* ---- leaving ---- */
 
 static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
@@ -406,6 +443,9 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         break;
     case ENG_MSG_FINAL:
         eng_coord_on_final(ctx, m, r);
+        break;
+    case ENG_MSG_FAILED:
+        eng_on_failed(ctx, m, r);
         break;
     default:
         eng_fail(ctx, STRATA_ERR_PROTO,

@@ -16,7 +16,8 @@ typedef struct eng_member {
     eng_peer_t peer;
     struct eng_member *next; /* every accepted connection */
     bool hello, bye;
-    bool dropped; /* a worker the job goes on without (esync, fedavg) */
+    bool dropped;         /* a worker the job goes on without (esync, fedavg) */
+    const char *drop_why; /* a static string: why it was dropped */
     int pid;
     char host_id[ENG_HOST_ID_MAX];
     eng_agg_info_t info;

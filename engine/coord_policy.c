@@ -62,6 +62,7 @@ static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
     util_warn("dropping worker %s: %s; the others go on without it",
               eng_member_name(m), why);
     m->dropped = true;
+    m->drop_why = why;
     c->nbye++; /* it will not say BYE */
     if (c->ss && eng_ss_is_live(c->ss, w))
         eng_ss_drop(c->ss, w);

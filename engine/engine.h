@@ -187,7 +187,7 @@ struct strata_ctx {
     eng_timer_t join_timer; /* boot: retry connecting, the join deadline */
     eng_timer_t tick_timer; /* coordinator: the policies' periodic work */
     struct {                /* eng_fail_soon */
-        uint64_t at_ns;     /* 0: none pending */
+        uint64_t at_ns;     /* 0: none pending; else when to stop waiting */
         strata_status_t status;
         const char *file;
         int line;
@@ -276,14 +276,22 @@ strata_status_t eng_data_tp(strata_ctx_t *ctx, int idx, tp_ctx_t **tp_out);
 void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,
                  int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-/* A peer on the data path was lost: the coordinator, which sees every
- * rank, usually reports why to everyone a moment later (ABORT). Fail with
- * this message only if it has not within a short grace period. */
+/* A failure this rank saw that may be the consequence of one elsewhere (a
+ * peer lost, a connection refused: an aggregator that left on the
+ * coordinator's ABORT before ours arrived). The coordinator decides what
+ * the job's failure is: this rank tells it (FAILED) and waits for its
+ * ABORT, which names the job's first failure, this one if it knew of none.
+ * Fails with this message only when there is no coordinator to ask, it
+ * leaves without answering, or STRATA_TIMEOUT_MS passes. The first such
+ * message is kept. On the coordinator, the same as eng_fail. */
 #define eng_fail_soon(ctx, status, ...)                                        \
     eng_fail_soon_at(ctx, status, __FILE__, __LINE__, __VA_ARGS__)
 void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
                       const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* The coordinator will not answer (why says so): fail with the message
+ * eng_fail_soon holds, if any. */
+void eng_fail_soon_now(strata_ctx_t *ctx, const char *why);
 static inline strata_status_t eng_fatal(const strata_ctx_t *ctx)
 {
     return (strata_status_t)atomic_load(&((strata_ctx_t *)ctx)->fatal);
@@ -316,6 +324,9 @@ void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
 /* Application thread, before the progress thread starts: listeners, and the
  * coordinator's address. */
 strata_status_t eng_boot_prepare(strata_ctx_t *ctx);
+/* Tell the coordinator of a failure this rank saw (FAILED). */
+strata_status_t eng_boot_report(strata_ctx_t *ctx, strata_status_t status,
+                                const char *msg);
 void eng_boot_free(strata_ctx_t *ctx);
 /* Say BYE to the coordinator, with this rank's metrics; *pending counts it
  * until sent. */

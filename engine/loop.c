@@ -100,24 +100,38 @@ void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
     va_start(ap, fmt);
     vsnprintf(ctx->soon.msg, sizeof(ctx->soon.msg), fmt, ap);
     va_end(ap);
-    if (ctx->coord) { /* the coordinator is who would have told us */
+    /* The coordinator is who decides; a rank that cannot reach it knows
+     * no better than what it saw. */
+    if (ctx->coord ||
+        eng_boot_report(ctx, status, ctx->soon.msg) != STRATA_OK) {
         eng_fail_at(ctx, status, file, line, "%s", ctx->soon.msg);
         return;
     }
-    int grace_ms = ctx->timeout_ms / 4 < 1000 ? ctx->timeout_ms / 4 : 1000;
+    util_info("%s; asking the coordinator why the job failed", ctx->soon.msg);
     ctx->soon.status = status;
     ctx->soon.file = file;
     ctx->soon.line = line;
-    ctx->soon.at_ns = util_now_ns() + (uint64_t)grace_ms * 1000000u;
+    ctx->soon.at_ns = util_now_ns() + (uint64_t)ctx->timeout_ms * 1000000u;
+}
+
+void eng_fail_soon_now(strata_ctx_t *ctx, const char *why)
+{
+    if (!ctx->soon.at_ns)
+        return;
+    ctx->soon.at_ns = 0;
+    eng_fail_at(ctx, ctx->soon.status, ctx->soon.file, ctx->soon.line,
+                "%s (%s)", ctx->soon.msg, why);
 }
 
 static void eng_fail_soon_due(strata_ctx_t *ctx)
 {
     if (!ctx->soon.at_ns || util_now_ns() < ctx->soon.at_ns)
         return;
-    ctx->soon.at_ns = 0;
-    eng_fail_at(ctx, ctx->soon.status, ctx->soon.file, ctx->soon.line, "%s",
-                ctx->soon.msg);
+    char why[96];
+    snprintf(why, sizeof(why),
+             "the coordinator did not say why within STRATA_TIMEOUT_MS=%d",
+             ctx->timeout_ms);
+    eng_fail_soon_now(ctx, why);
 }
 
 /* ---- events ---- */

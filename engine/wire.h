@@ -44,7 +44,14 @@
     X(ANSWER, 24)     /* coordinator -> worker: READY or NOT_READY */          \
     X(ROUND, 25)      /* worker -> aggregator: local steps of a round */       \
     X(DROP, 26)       /* coordinator -> aggregator: a worker was dropped */    \
-    X(FINAL, 27)      /* worker -> coordinator: gssp, last clock, then BYE */
+    X(FINAL, 27)      /* worker -> coordinator: gssp, last clock, then BYE */  \
+    X(FAILED, 28)     /* rank -> coordinator: a failure seen; ABORT answers */ \
+    X(DROPPED, 29)    /* coordinator -> worker: the job goes on without it */
+
+/* HELLO's first fields: what a rank of another program or another version
+ * of the protocol (e.g. without FAILED) is refused by. */
+#define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
+#define ENG_PROTO_VERSION 2
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

@@ -89,9 +89,11 @@ static strata_status_t eng_worker_connect(strata_ctx_t *ctx)
         l->peer = (eng_peer_t){
             .ops = &eng_link_ops, .q = &ctx->msgs, .rank = a, .owner = l};
         if (l->prov < 0 || !info->addr[l->prov][0]) {
-            util_error("aggregator rank %d (%s) does not listen on the %s "
-                       "transport this worker chose for it",
-                       a, info->host_id, name);
+            eng_fail_soon(ctx, STRATA_ERR_UNSUPPORTED,
+                          "aggregator rank %d (%s) does not listen on the %s "
+                          "transport this worker chose for it (does "
+                          "STRATA_TRANSPORT differ between ranks?)",
+                          a, info->host_id, name);
             return STRATA_ERR_UNSUPPORTED;
         }
         strata_status_t st = eng_data_tp(ctx, l->prov, &l->peer.tp);
@@ -111,9 +113,9 @@ static strata_status_t eng_worker_connect(strata_ctx_t *ctx)
 static void eng_worker_on_welcome(strata_ctx_t *ctx)
 {
     strata_status_t st = eng_worker_connect(ctx);
-    if (st != STRATA_OK)
-        eng_fail(ctx, st, "cannot connect to the aggregators: %s",
-                 strata_strerror(st));
+    if (st != STRATA_OK) /* kept if it said more */
+        eng_fail_soon(ctx, st, "cannot connect to the aggregators: %s",
+                      strata_strerror(st));
 }
 
 static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
@@ -122,9 +124,10 @@ static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
     eng_worker_t *w = ctx->worker;
     if (status != STRATA_OK) {
         const char *why = tp_ep_error(peer->ep);
-        eng_fail(ctx, status, "cannot connect to %s at %s %s: %s",
-                 eng_peer_name(peer), tp_name(peer->tp), tp_ep_peer(peer->ep),
-                 why[0] ? why : strata_strerror(status));
+        eng_fail_soon(ctx, status, "cannot connect to %s at %s %s: %s",
+                      eng_peer_name(peer), tp_name(peer->tp),
+                      tp_ep_peer(peer->ep),
+                      why[0] ? why : strata_strerror(status));
         return;
     }
     unsigned char buf[32];
@@ -133,8 +136,8 @@ static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
     eng_put_u32(&m, (uint32_t)ctx->rank);
     status = eng_send(peer, &m, NULL);
     if (status != STRATA_OK) {
-        eng_fail(ctx, status, "cannot greet %s: %s", eng_peer_name(peer),
-                 strata_strerror(status));
+        eng_fail_soon(ctx, status, "cannot greet %s: %s", eng_peer_name(peer),
+                      strata_strerror(status));
         return;
     }
     peer->up = true;

@@ -22,22 +22,47 @@ job() {
 }
 
 # by_hand W S PROGRAM ARGS...: start every rank directly (no strata-run, so
-# that no launcher stops the others); logs and exit codes land in $LDIR.
-# SECRET_OF_RANK[r] overrides one rank's job secret.
+# that no launcher stops the others) and wait for all; logs and exit codes
+# land in $LDIR. ENV_OF_RANK[r] adds VAR=value settings to rank r.
 by_hand() {
+  start_ranks "$@"
+  wait_ranks
+}
+
+# start_ranks W S PROGRAM ARGS...: by_hand's start; the pids are in PIDS.
+start_ranks() {
   local w=$1 s=$2; shift 2
-  local n=$((w + s)) pids=() r
+  local n=$((w + s)) r extra
   LDIR=$(mktemp -d)
+  PIDS=()
   for ((r = 0; r < n; r++)); do
-    STRATA_RANK=$r STRATA_SIZE=$n STRATA_NUM_AGGREGATORS=$s \
-    STRATA_COORD_FILE=$LDIR/coord STRATA_HOST=127.0.0.1 \
-    STRATA_JOB_SECRET=${SECRET_OF_RANK[$r]:-secret-of-the-job} \
+    read -r -a extra <<<"${ENV_OF_RANK[$r]:-}"
+    env STRATA_RANK=$r STRATA_SIZE=$n STRATA_NUM_AGGREGATORS=$s \
+      STRATA_COORD_FILE="$LDIR/coord" STRATA_HOST=127.0.0.1 \
+      STRATA_JOB_SECRET=secret-of-the-job "${extra[@]}" \
       "$@" >"$LDIR/$r.log" 2>&1 &
-    pids+=($!)
+    PIDS+=($!)
   done
-  for ((r = 0; r < n; r++)); do
-    wait "${pids[$r]}"
+}
+
+# wait_ranks: wait for the ranks start_ranks started, keeping exit codes.
+wait_ranks() {
+  local r
+  for r in "${!PIDS[@]}"; do
+    wait "${PIDS[$r]}"
     echo $? >"$LDIR/$r.rc"
+  done
+}
+
+# wait_log R PATTERN SECONDS: wait until rank R logged PATTERN.
+wait_log() {
+  local t0=$SECONDS
+  until grep -qsE "$2" "$LDIR/$1.log"; do
+    if [ $((SECONDS - t0)) -gt "$3" ]; then
+      kill -KILL "${PIDS[@]}" 2>/dev/null
+      fail "rank $1 did not log /$2/ within $3 s: $(cat "$LDIR/$1.log")"
+    fi
+    sleep 0.1
   done
 }
 

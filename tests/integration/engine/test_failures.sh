@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The failures that must end in a clear error on every rank within
 # STRATA_TIMEOUT_MS, never a hang: a layout mismatch, a wrong job secret,
-# an unreachable coordinator, a worker killed in the middle of training.
+# an unreachable coordinator, a worker killed in the middle of training, an
+# aggregator no worker can reach, and one that dies while the coordinator
+# is slow to see it. Every rank reports the job's first failure, as the
+# coordinator names it, not what it saw of its consequences.
 RUN=$1 EXACT=$2
 source "$(dirname "$0")/common.sh"
 export STRATA_TIMEOUT_MS=3000 STRATA_LR=3 STRATA_TRANSPORT=tcp
@@ -12,9 +15,9 @@ for r in 0 1 2 3 4; do
   expect_rank $r 3 "layout mismatch at tensor #2: rank 3 registered 'layer2.weight' fp32\[5001\], rank 2 registered 'layer2.weight' fp32\[5000\]"
 done
 
-SECRET_OF_RANK=([3]=not-the-secret)
+ENV_OF_RANK=([3]=STRATA_JOB_SECRET=not-the-secret)
 within $limit by_hand 2 2 "$EXACT"
-unset SECRET_OF_RANK
+unset ENV_OF_RANK
 expect_rank 3 3 "cannot join the job: .* \(last error: authentication failed: .*STRATA_JOB_SECRET differs\)"
 expect_rank 0 3 "1 of 4 ranks did not join .*\(ranks 3\)"
 for r in 1 2; do expect_rank $r 3 "the job failed: 1 of 4 ranks did not join"; done
@@ -31,4 +34,28 @@ expect_rank 3 137 ""
 for r in 0 1 2 4; do
   expect_rank $r 3 "worker rank 3 .*disconnected (before|without) finalizing"
 done
-echo "mismatch, wrong secret, unreachable coordinator and a killed worker all end in clear errors"
+# Aggregator 1 listens on shm only (STRATA_TRANSPORT differs between
+# ranks): the workers cannot connect to it. Every rank says so, not that a
+# worker left.
+ENV_OF_RANK=([1]=STRATA_TRANSPORT=shm)
+within $limit by_hand 2 2 "$EXACT"
+unset ENV_OF_RANK
+for r in 0 1 2 3; do
+  expect_rank $r 3 "aggregator rank 1 .*does not listen on the tcp transport"
+done
+
+# Aggregator 1 dies while the coordinator is stopped: the workers see it at
+# once, but wait for the coordinator (up to STRATA_TIMEOUT_MS) and report
+# the failure as it names it.
+export STRATA_TIMEOUT_MS=10000 STRATA_LOG=info STRATA_LR=2
+start_ranks 2 2 "$EXACT" --steps 1000000 --sleep
+wait_log 0 "layout of .* accepted" 60
+kill -STOP "${PIDS[0]}"
+kill -KILL "${PIDS[1]}"
+sleep 3 # the workers lost aggregator 1 long ago
+kill -CONT "${PIDS[0]}"
+within 20 wait_ranks
+expect_rank 1 137 ""
+expect_rank 0 3 "aggregator rank 1 "
+for r in 2 3; do expect_rank $r 3 "the job failed: .*aggregator rank 1 "; done
+echo "every failure ends in the same clear error on every rank"

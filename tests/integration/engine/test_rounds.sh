@@ -57,10 +57,12 @@ for p in esync fedavg; do
     fail "$p: the coordinator did not say it dropped worker rank 4: $(cat "$LDIR/0.log")"
 done
 # A worker that falls silent (still connected) in round 1 of esync: the
-# State Server drops it after the timeout, the others finish every round.
+# State Server drops it after the timeout, the others finish every round;
+# it learns why when it wakes.
 within 30 by_hand 3 2 env STRATA_POLICY=esync STRATA_TRANSPORT=$TRANSPORT \
   "$EXACT" --rounds 4 --check equal --hang-in 1 --hang-s 6
 for r in 2 3; do expect_rank $r 0 "4 rounds exact"; done
+expect_rank 4 3 "this worker was dropped from the job, which goes on without it: silent"
 for r in 0 1; do expect_rank $r 0 ""; done
 grep -q "dropping worker rank 4.*silent" "$LDIR/0.log" ||
   fail "esync: the silent worker was not dropped: $(cat "$LDIR/0.log")"
