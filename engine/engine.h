@@ -154,7 +154,15 @@ struct strata_request {
     strata_request_t *next_free;
 };
 
-#define ENG_REQ_POOL 256
+/* The pool grows by chunks: requests never move, so their addresses are
+ * handles (the worker's writes carry them), and there is no cap but memory
+ * on how many are outstanding (per-tensor pushes of a large model). */
+#define ENG_REQ_CHUNK 256
+
+typedef struct eng_req_chunk {
+    _Atomic(struct eng_req_chunk *) next; /* appended by the application */
+    strata_request_t reqs[ENG_REQ_CHUNK];
+} eng_req_chunk_t;
 
 /* Metrics every module counts into; any thread reads them. */
 typedef struct eng_counters {
@@ -230,7 +238,7 @@ struct strata_ctx {
     bool bye_sent;
 
     /* request pool: the application thread allocates and frees */
-    strata_request_t *req_pool;
+    eng_req_chunk_t *req_chunks, *req_last;
     strata_request_t *req_free;
 
     eng_counters_t cnt;
@@ -301,7 +309,12 @@ static inline strata_status_t eng_fatal(const strata_ctx_t *ctx)
 
 strata_status_t eng_req_pool_create(strata_ctx_t *ctx);
 void eng_req_pool_free(strata_ctx_t *ctx);
-/* Application thread: a request from the pool, or NULL (logged). */
+/* Progress thread: whether a push still has pieces to write; complete every
+ * such push with status. */
+bool eng_req_push_pending(strata_ctx_t *ctx);
+void eng_req_fail_pushes(strata_ctx_t *ctx, strata_status_t status);
+/* Application thread: a request from the pool, which grows as needed;
+ * NULL (logged) only when memory runs out. */
 strata_request_t *eng_req_get(strata_ctx_t *ctx, eng_req_kind_t kind);
 void eng_req_put(strata_request_t *req);
 /* A request the application gave up waiting for: freed once complete. */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "util/log.h"
@@ -31,13 +32,38 @@ int eng_prov_index(const char *name)
 
 /* ---- commands ---- */
 
+/* The queue is full only while the progress thread is behind (hundreds of
+ * per-tensor pushes in a row): wait for it, as long as any wait may last. */
+static strata_status_t eng_cmd_room(strata_ctx_t *ctx, uint32_t tail)
+{
+    eng_cmdq_t *q = &ctx->cmdq;
+    uint64_t deadline = 0;
+    while (tail - atomic_load_explicit(&q->head, memory_order_acquire) ==
+           ENG_CMDQ_CAP) {
+        uint64_t now = util_now_ns();
+        if (!deadline)
+            deadline = now + (uint64_t)ctx->timeout_ms * 1000000u;
+        else if (now >= deadline) {
+            util_error("the progress thread took no command for "
+                       "STRATA_TIMEOUT_MS=%d",
+                       ctx->timeout_ms);
+            return STRATA_ERR_TIMEOUT;
+        }
+        if (eng_fatal(ctx) != STRATA_OK)
+            return eng_fatal(ctx);
+        struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
+    }
+    return STRATA_OK;
+}
+
 strata_status_t eng_cmd_submit(strata_ctx_t *ctx, const eng_cmd_t *cmd)
 {
     eng_cmdq_t *q = &ctx->cmdq;
     uint32_t tail = atomic_load_explicit(&q->tail, memory_order_relaxed);
-    uint32_t head = atomic_load_explicit(&q->head, memory_order_acquire);
-    if (tail - head == ENG_CMDQ_CAP)
-        return STRATA_ERR_AGAIN;
+    strata_status_t st = eng_cmd_room(ctx, tail);
+    if (st != STRATA_OK)
+        return st;
     q->slots[tail & (ENG_CMDQ_CAP - 1)] = *cmd;
     atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
     uint64_t one = 1;

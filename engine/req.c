@@ -10,26 +10,72 @@
 #include "util/alloc.h"
 #include "util/log.h"
 
+/* Application thread: a chunk more of free requests. */
+static strata_status_t eng_req_grow(strata_ctx_t *ctx)
+{
+    eng_req_chunk_t *c = util_calloc(1, sizeof(*c));
+    if (!c) {
+        util_error("out of memory for %d more requests", ENG_REQ_CHUNK);
+        return STRATA_ERR_NOMEM;
+    }
+    for (int i = ENG_REQ_CHUNK - 1; i >= 0; i--) {
+        c->reqs[i].ctx = ctx;
+        c->reqs[i].next_free = ctx->req_free;
+        ctx->req_free = &c->reqs[i];
+    }
+    if (ctx->req_last) /* the progress thread may be walking the list */
+        atomic_store_explicit(&ctx->req_last->next, c, memory_order_release);
+    else
+        ctx->req_chunks = c;
+    ctx->req_last = c;
+    return STRATA_OK;
+}
+
 strata_status_t eng_req_pool_create(strata_ctx_t *ctx)
 {
-    ctx->req_pool = util_calloc(ENG_REQ_POOL, sizeof(*ctx->req_pool));
-    if (!ctx->req_pool)
-        return STRATA_ERR_NOMEM;
-    for (int i = ENG_REQ_POOL - 1; i >= 0; i--) {
-        ctx->req_pool[i].ctx = ctx;
-        ctx->req_pool[i].next_free = ctx->req_free;
-        ctx->req_free = &ctx->req_pool[i];
-    }
-    return STRATA_OK;
+    return eng_req_grow(ctx);
 }
 
 void eng_req_pool_free(strata_ctx_t *ctx)
 {
-    for (int i = 0; ctx->req_pool && i < ENG_REQ_POOL; i++)
-        util_free(ctx->req_pool[i].tensors);
-    util_free(ctx->req_pool);
-    ctx->req_pool = NULL;
+    for (eng_req_chunk_t *c = ctx->req_chunks, *next; c; c = next) {
+        next = atomic_load(&c->next);
+        for (int i = 0; i < ENG_REQ_CHUNK; i++)
+            util_free(c->reqs[i].tensors);
+        util_free(c);
+    }
+    ctx->req_chunks = ctx->req_last = NULL;
     ctx->req_free = NULL;
+}
+
+static eng_req_chunk_t *eng_req_chunk_next(eng_req_chunk_t *c)
+{
+    return atomic_load_explicit(&c->next, memory_order_acquire);
+}
+
+static bool eng_req_push_open(strata_request_t *req)
+{
+    return req->kind == ENG_REQ_PUSH && req->outstanding > 0 &&
+           !atomic_load(&req->done);
+}
+
+bool eng_req_push_pending(strata_ctx_t *ctx)
+{
+    for (eng_req_chunk_t *c = ctx->req_chunks; c; c = eng_req_chunk_next(c))
+        for (int i = 0; i < ENG_REQ_CHUNK; i++)
+            if (eng_req_push_open(&c->reqs[i]))
+                return true;
+    return false;
+}
+
+void eng_req_fail_pushes(strata_ctx_t *ctx, strata_status_t status)
+{
+    for (eng_req_chunk_t *c = ctx->req_chunks; c; c = eng_req_chunk_next(c))
+        for (int i = 0; i < ENG_REQ_CHUNK; i++)
+            if (eng_req_push_open(&c->reqs[i])) {
+                c->reqs[i].outstanding = 0;
+                eng_req_complete(ctx, &c->reqs[i], status);
+            }
 }
 
 void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
@@ -47,26 +93,24 @@ void eng_req_abandon(strata_request_t *req)
 
 static void eng_req_reclaim(strata_ctx_t *ctx)
 {
-    for (int i = 0; i < ENG_REQ_POOL; i++) {
-        strata_request_t *req = &ctx->req_pool[i];
-        if (req->abandoned && atomic_load(&req->done)) {
-            req->abandoned = false;
-            req->next_free = ctx->req_free;
-            ctx->req_free = req;
+    for (eng_req_chunk_t *c = ctx->req_chunks; c; c = eng_req_chunk_next(c))
+        for (int i = 0; i < ENG_REQ_CHUNK; i++) {
+            strata_request_t *req = &c->reqs[i];
+            if (req->abandoned && atomic_load(&req->done)) {
+                req->abandoned = false;
+                req->next_free = ctx->req_free;
+                ctx->req_free = req;
+            }
         }
-    }
 }
 
 strata_request_t *eng_req_get(strata_ctx_t *ctx, eng_req_kind_t kind)
 {
     if (!ctx->req_free)
         eng_req_reclaim(ctx);
-    strata_request_t *req = ctx->req_free;
-    if (!req) {
-        util_error("more than %d requests outstanding: wait for some",
-                   ENG_REQ_POOL);
+    if (!ctx->req_free && eng_req_grow(ctx) != STRATA_OK)
         return NULL;
-    }
+    strata_request_t *req = ctx->req_free;
     ctx->req_free = req->next_free;
     req->kind = kind;
     req->status = STRATA_OK;
@@ -156,7 +200,7 @@ strata_status_t eng_run(strata_ctx_t *ctx, eng_cmd_t *cmd, int timeout_ms)
 {
     cmd->req = eng_req_get(ctx, ENG_REQ_CMD);
     if (!cmd->req)
-        return STRATA_ERR_AGAIN;
+        return STRATA_ERR_NOMEM;
     strata_status_t st = eng_cmd_submit(ctx, cmd);
     if (st == STRATA_OK)
         st = eng_req_wait(cmd->req, timeout_ms);

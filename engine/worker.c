@@ -193,7 +193,7 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
     uint64_t src_off = e->kind == ENG_OP_GRAD ? 0 : r->src_off;
     uintptr_t op = e->kind;
     if (e->kind == ENG_OP_GRAD)
-        op |= (uintptr_t)t->push_req[e->clock & 1] << 8;
+        op |= (uintptr_t)t->push_req[e->clock & 1];
     uint32_t imm = eng_imm(e->kind == ENG_OP_GRAD ? ENG_IMM_GRAD : ENG_IMM_INIT,
                            e->clock, part->shard_index);
     strata_status_t st =
@@ -337,7 +337,7 @@ static void eng_push_topk(strata_ctx_t *ctx, uint32_t p, int64_t c)
     for (uint32_t k = 0; k < part->npieces; k++) {
         const eng_piece_t *pc = &w->layout->pieces[part->first_piece + k];
         eng_wtensor_t *t = &w->tensors[pc->tensor];
-        eng_piece_done(ctx, &ctx->req_pool[t->push_req[c & 1]], STRATA_OK);
+        eng_piece_done(ctx, t->push_req[c & 1], STRATA_OK);
     }
 }
 
@@ -363,7 +363,7 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
     for (uint32_t i = 0; i < n; i++) {
         uint32_t t = req->ntensors ? req->tensors[i] : i;
         w->tensors[t].pushed_at = c;
-        w->tensors[t].push_req[c & 1] = (int16_t)(req - ctx->req_pool);
+        w->tensors[t].push_req[c & 1] = req;
         req->outstanding += lay->tensor_npieces[t];
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -431,8 +431,9 @@ static void eng_worker_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
     uintptr_t op = (uintptr_t)op_ctx;
     /* A failed write means the connection broke; its DISCONNECTED event
      * follows and fails the job. */
-    if ((op & 0xff) == ENG_OP_GRAD)
-        eng_piece_done(ctx, &ctx->req_pool[op >> 8], status);
+    if ((op & ENG_OP_MASK) == ENG_OP_GRAD)
+        eng_piece_done(ctx, (strata_request_t *)(op & ~(uintptr_t)ENG_OP_MASK),
+                       status);
 }
 
 void eng_worker_epoch(strata_ctx_t *ctx, uint32_t epoch_ended)
@@ -623,12 +624,7 @@ static bool eng_worker_busy(strata_ctx_t *ctx)
     for (int a = 0; a < ctx->naggs; a++)
         if (w->links[a].qlen > 0)
             return true;
-    for (int i = 0; i < ENG_REQ_POOL; i++)
-        if (ctx->req_pool[i].kind == ENG_REQ_PUSH &&
-            ctx->req_pool[i].outstanding > 0 &&
-            !atomic_load(&ctx->req_pool[i].done))
-            return true;
-    return false;
+    return eng_req_push_pending(ctx);
 }
 
 static void eng_worker_close(strata_ctx_t *ctx)
@@ -700,14 +696,7 @@ static void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status,
     if (w->commit_req)
         eng_req_complete(ctx, w->commit_req, status);
     w->commit_req = NULL;
-    for (int i = 0; i < ENG_REQ_POOL; i++) {
-        strata_request_t *req = &ctx->req_pool[i];
-        if (req->kind == ENG_REQ_PUSH && req->outstanding > 0 &&
-            !atomic_load(&req->done)) {
-            req->outstanding = 0;
-            eng_req_complete(ctx, req, status);
-        }
-    }
+    eng_req_fail_pushes(ctx, status);
 }
 
 static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,

@@ -36,7 +36,9 @@ _Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
 
 /* What a write carries: gradient pieces, the initial model, or a GDTopK
  * push (one write of a partition from the send buffer). */
-enum { ENG_OP_GRAD = 1, ENG_OP_INIT = 2, ENG_OP_TOPK = 3 };
+/* A write's context: the kind in the low two bits, the request of a GRAD
+ * write above them (requests are aligned to 8). */
+enum { ENG_OP_GRAD = 1, ENG_OP_INIT = 2, ENG_OP_TOPK = 3, ENG_OP_MASK = 3 };
 
 /* A tensor's registrations with one transport. */
 typedef struct eng_treg {
@@ -51,8 +53,8 @@ typedef struct eng_treg {
 typedef struct eng_wtensor {
     eng_tensor_desc_t desc;
     void *param, *grad;
-    int64_t pushed_at;   /* last clock it was pushed in, -1 */
-    int16_t push_req[2]; /* request of each clock parity (pool index) */
+    int64_t pushed_at;             /* last clock it was pushed in, -1 */
+    strata_request_t *push_req[2]; /* request of each clock parity */
     eng_treg_t reg[ENG_NPROV];
 } eng_wtensor_t;
 

@@ -147,7 +147,7 @@ strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
 {
     strata_request_t *req = eng_req_get(ctx, ENG_REQ_PUSH);
     if (!req)
-        return STRATA_ERR_AGAIN;
+        return STRATA_ERR_NOMEM;
     strata_status_t st = eng_push_args(ctx, req, tensors, ntensors);
     eng_cmd_t cmd = {.type = ENG_CMD_PUSH, .req = req};
     if (st == STRATA_OK)
@@ -175,7 +175,7 @@ strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,
     }
     strata_request_t *req = eng_req_get(ctx, ENG_REQ_PULL);
     if (!req)
-        return STRATA_ERR_AGAIN;
+        return STRATA_ERR_NOMEM;
     req->clock = clock;
     req->gate = &ctx->worker->pull_gate;
     *req_out = req;

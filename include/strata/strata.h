@@ -201,7 +201,8 @@ strata_status_t strata_commit(strata_ctx_t *ctx);
  * leaves when every tensor in it has been pushed, so pushing tensors as
  * backpropagation produces them overlaps communication with computation.
  * When every tensor has been pushed the clock advances. The request completes
- * when the gradient buffers may be written again. */
+ * when the gradient buffers may be written again. Any number of requests may
+ * be outstanding (the pool grows; STRATA_ERR_NOMEM when memory runs out). */
 strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
                             size_t ntensors, strata_request_t **req_out);
 

@@ -79,6 +79,12 @@ def test_sum_mode_local_adam_param_groups_scheduler_batchnorm(results):
     assert w0["state_steps"] and set(w0["state_steps"]) == {7.0}
 
 
+def test_hundreds_of_outstanding_requests(results):
+    w0, w1 = both(results, "many_requests")
+    assert w0["outstanding"] == 600
+    assert w0["all_summed"] and w1["all_summed"]
+
+
 @pytest.mark.parametrize("policy", ["ssp", "asp", "gssp", "gssp_gdtopk",
                                     "esync", "fedavg"])
 def test_policy_trains_and_converges(results, policy):

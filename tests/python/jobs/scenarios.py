@@ -15,13 +15,14 @@ import traceback
 
 import strata
 
-SCENARIOS = ["bsp", "resume", "sum", "ssp", "asp", "gssp", "gssp_gdtopk",
-             "esync", "fedavg"]
+SCENARIOS = ["bsp", "resume", "sum", "many_requests", "ssp", "asp", "gssp",
+             "gssp_gdtopk", "esync", "fedavg"]
 SETTINGS = {
     "bsp": {"STRATA_POLICY": "bsp", "STRATA_LR": "0.05",
             "STRATA_MOMENTUM": "0.9", "STRATA_WEIGHT_DECAY": "0.001"},
     "resume": {"STRATA_POLICY": "bsp"},
     "sum": {"STRATA_POLICY": "bsp", "STRATA_OPTIMIZER": "sum"},
+    "many_requests": {"STRATA_POLICY": "bsp", "STRATA_OPTIMIZER": "sum"},
     "ssp": {"STRATA_POLICY": "ssp", "STRATA_STALENESS": "2",
             "STRATA_LR": "0.1"},
     "asp": {"STRATA_POLICY": "asp", "STRATA_LR": "0.1"},
@@ -168,6 +169,27 @@ def run_sum(ctx, out, common, torch, st):
     out["state_steps"] = [float(s["step"]) for s in fresh.state.values()]
 
 
+def run_many_requests(ctx, out, common, torch, st):
+    """600 tensors pushed one request each, all outstanding at once (the
+    pool once held 256: STRATA_ERR_AGAIN), then summed in place."""
+    n, tensors = 600, []
+    for i in range(n):
+        t, address = st._strata_tensor(ctx, torch.empty(3))
+        t.fill_(ctx.worker_index + 1)
+        ctx.register(f"t{i}", address, address, 3, 0)
+        tensors.append(t)
+    ctx.commit()
+    reqs = [ctx.push([i]) for i in range(n)]
+    pull = ctx.pull()
+    for r in reqs:
+        r.wait()
+    pull.wait()
+    want = sum(range(1, ctx.num_workers + 1))
+    out["outstanding"] = len(reqs)
+    out["all_summed"] = all(float(t.min()) == want == float(t.max())
+                            for t in tensors)
+
+
 def run_converge(ctx, out, common, torch, st, policy):
     """Train a small classifier; record loss and accuracy before and after."""
     torch.manual_seed(30 + ctx.worker_index)
@@ -214,7 +236,7 @@ def main():
         out = {"dir": args.out}
         started = time.monotonic()
         try:
-            if name in ("bsp", "resume", "sum"):
+            if name in ("bsp", "resume", "sum", "many_requests"):
                 globals()["run_" + name](ctx, out, common, torch, st)
             else:
                 run_converge(ctx, out, common, torch, st, name)
