@@ -99,6 +99,9 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
     bool agg = eng_launch_is_aggregator(&ctx->launch, ctx->rank);
     ctx->role = agg ? STRATA_ROLE_AGGREGATOR : STRATA_ROLE_WORKER;
     ctx->worker_index = agg ? -1 : ctx->rank - ctx->naggs;
+    st = eng_fd_budget(ctx);
+    if (st != STRATA_OK)
+        return st;
     st = eng_policy_create(ctx->cfg, (uint32_t)ctx->nworkers, &ctx->policy);
     if (st == STRATA_OK)
         atomic_init(&ctx->group,

@@ -332,6 +332,13 @@ strata_status_t eng_run(strata_ctx_t *ctx, eng_cmd_t *cmd, int timeout_ms);
 void eng_req_complete(strata_ctx_t *ctx, strata_request_t *req,
                       strata_status_t status);
 
+/* ---- fdlimit.c ---- */
+
+/* Raise the soft RLIMIT_NOFILE to the hard limit; STRATA_ERR_NOFILE (logged,
+ * naming ulimit -n) when this rank's connections cannot fit even then. Once
+ * the role and the job's size are known. */
+strata_status_t eng_fd_budget(const strata_ctx_t *ctx);
+
 /* ---- boot.c ---- */
 
 /* Application thread, before the progress thread starts: listeners, and the

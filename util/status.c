@@ -1,5 +1,8 @@
-/* strata_strerror() and strata_version_string(): the library's identity. */
-#include <strata/strata.h>
+/* strata_strerror() and strata_version_string(): the library's identity;
+ * the statuses of system errors. */
+#include "util/status.h"
+
+#include <errno.h>
 
 const char *strata_strerror(strata_status_t status)
 {
@@ -16,4 +19,11 @@ const char *strata_strerror(strata_status_t status)
 const char *strata_version_string(void)
 {
     return STRATA_VERSION_STRING;
+}
+
+strata_status_t util_errno_status(int err, strata_status_t otherwise)
+{
+    return err == EMFILE || err == ENFILE ? STRATA_ERR_NOFILE
+           : err == ENOMEM                ? STRATA_ERR_NOMEM
+                                          : otherwise;
 }

@@ -33,7 +33,9 @@ extern "C" {
     X(STRATA_ERR_MISMATCH, 13, "mismatch between ranks")                       \
     X(STRATA_ERR_STATE, 14, "operation not valid in the current state")        \
     X(STRATA_ERR_RANGE, 15, "value out of range")                              \
-    X(STRATA_ERR_CANCELED, 16, "operation canceled")
+    X(STRATA_ERR_CANCELED, 16, "operation canceled")                           \
+    X(STRATA_ERR_NOFILE, 17,                                                   \
+      "out of file descriptors (raise the limit: ulimit -n)")
 
 #define STRATA_STATUS_ENUM_ENTRY(name, value, text) name = value,
 typedef enum strata_status {

@@ -137,6 +137,7 @@ STATUS = {
     "STRATA_ERR_STATE": 14,
     "STRATA_ERR_RANGE": 15,
     "STRATA_ERR_CANCELED": 16,
+    "STRATA_ERR_NOFILE": 17,
 }
 STATUS_NAME = {v: k for k, v in STATUS.items()}
 

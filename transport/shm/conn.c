@@ -18,6 +18,7 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* ---- deadlines: handshakes, and rings a peer stopped draining ---- */
 
@@ -31,8 +32,23 @@ void tp_shm_timer_update(tp_shm_ctx_t *ctx)
         if (!first || ep->deadline_ns < first)
             first = ep->deadline_ns;
     }
+    util_list_for_each_safe(pos, tmp, &ctx->listeners)
+    {
+        tp_shm_listener_t *l = util_container_of(pos, tp_shm_listener_t, link);
+        first = tp_accept_first(&l->pause, first);
+    }
     if (util_timer_arm(ctx->tfd, first) != 0)
         util_warn("shm: cannot arm the timer: %s", strerror(errno));
+}
+
+/* Polls the listener (EPOLLIN), or not (0) while it pauses. */
+static void tp_shm_listener_poll(tp_shm_listener_t *l, uint32_t events)
+{
+    tp_shm_ctx_t *ctx = tp_shm_ctx(l->base.ctx);
+    struct epoll_event ev = {.events = events, .data.ptr = &l->kind};
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, l->fd, &ev) != 0)
+        util_warn("shm: listener %s: epoll_ctl: %s", l->base.addr,
+                  strerror(errno));
 }
 
 void tp_shm_expire(tp_shm_ctx_t *ctx)
@@ -58,6 +74,14 @@ void tp_shm_expire(tp_shm_ctx_t *ctx)
                            "took no message from its full ring for "
                            "STRATA_TIMEOUT_MS=%d ms",
                            ctx->base.timeout_ms);
+    }
+    util_list_for_each_safe(pos, tmp, &ctx->listeners)
+    {
+        tp_shm_listener_t *l = util_container_of(pos, tp_shm_listener_t, link);
+        if (tp_accept_due(&l->pause, now)) {
+            tp_shm_listener_poll(l, EPOLLIN);
+            tp_shm_accept(l);
+        }
     }
     tp_shm_timer_update(ctx);
 }
@@ -249,9 +273,10 @@ static void tp_shm_setup_send(tp_shm_ep_t *ep)
             0 ||
         (ep->rx_map = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
                            MAP_SHARED | MAP_POPULATE, fd, 0)) == MAP_FAILED) {
+        int err = errno;
         ep->rx_map = NULL;
-        tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "cannot create a ring: %s",
-                       strerror(errno));
+        tp_shm_ep_fail(ep, util_errno_status(err, STRATA_ERR_NOMEM),
+                       "cannot create a ring: %s", strerror(err));
         if (fd >= 0)
             close(fd);
         return;
@@ -371,8 +396,9 @@ strata_status_t tp_shm_connect(tp_ctx_t *base, const char *addr,
     }
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        util_error("shm: socket for %s: %s", addr, strerror(errno));
-        return STRATA_ERR_IO;
+        int err = errno;
+        util_error("shm: socket for %s: %s", addr, strerror(err));
+        return util_errno_status(err, STRATA_ERR_IO);
     }
     int rc = connect(fd, (struct sockaddr *)&sun, sl);
     int err = rc == 0 ? 0 : errno;
@@ -398,11 +424,14 @@ void tp_shm_accept(tp_shm_listener_t *l)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
-            if (errno != EAGAIN)
-                util_warn("shm: accept on %s: %s", l->base.addr,
-                          strerror(errno));
+            if (errno != EAGAIN &&
+                tp_accept_failed(&l->pause, "shm", l->base.addr, errno)) {
+                tp_shm_listener_poll(l, 0);
+                tp_shm_timer_update(ctx);
+            }
             return;
         }
+        tp_accept_ok(&l->pause, "shm", l->base.addr);
         struct ucred cred = {0};
         socklen_t cl = sizeof(cred);
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl);
@@ -443,6 +472,7 @@ strata_status_t tp_shm_listen(tp_ctx_t *base, const char *bind_addr,
     l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (l->fd < 0 || bind(l->fd, (struct sockaddr *)&sun, sl) != 0 ||
         listen(l->fd, SOMAXCONN) != 0) {
+        st = util_errno_status(errno, STRATA_ERR_IO);
         util_error("shm: cannot listen on %s: %s", l->base.addr,
                    strerror(errno));
         goto close_fd;

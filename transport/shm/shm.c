@@ -13,6 +13,7 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define TP_SHM_EPOLL_BATCH 64
 
@@ -77,10 +78,11 @@ static strata_status_t tp_shm_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
     if (ctx->epfd < 0 ||
         tp_shm_poll_add(ctx, ctx->tfd, &ctx->timer_kind) != STRATA_OK ||
         tp_shm_poll_add(ctx, ctx->bell, &ctx->bell_kind) != STRATA_OK) {
+        int err = errno;
         util_error("shm: cannot create the epoll set, timer or doorbell: %s",
-                   strerror(errno));
+                   strerror(err));
         tp_shm_free(ctx);
-        return STRATA_ERR_IO;
+        return util_errno_status(err, STRATA_ERR_IO);
     }
     *ctx_out = &ctx->base;
     return STRATA_OK;
@@ -156,13 +158,14 @@ static strata_status_t tp_shm_mem_alloc(tp_ctx_t *ctx, size_t len,
                           ? tp_shm_mr_new(tp_shm_ctx(ctx), addr, len, access)
                           : NULL;
     if (!mr) {
+        int err = errno;
         util_error("shm: cannot allocate a shared region of %zu bytes: %s", len,
-                   strerror(errno));
+                   strerror(err));
         if (addr != MAP_FAILED)
             munmap(addr, map_len);
         if (fd >= 0)
             close(fd);
-        return STRATA_ERR_NOMEM;
+        return util_errno_status(err, STRATA_ERR_NOMEM);
     }
     madvise(addr, map_len, MADV_HUGEPAGE); /* where shmem THP is allowed */
     mr->fd = fd;

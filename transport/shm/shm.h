@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "transport/accept.h"
 #include "transport/auth.h"
 #include "transport/evq.h"
 #include "transport/provider.h"
@@ -123,6 +124,7 @@ struct tp_shm_listener {
     tp_listener_t base;
     tp_shm_kind_t kind;
     int fd;
+    tp_accept_pause_t pause; /* out of descriptors: not polled for a while */
     util_list_t link;
 };
 

@@ -14,6 +14,7 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/status.h"
 
 /* ---- handshake deadlines ---- */
 
@@ -27,8 +28,23 @@ static void tp_tcp_timer_update(tp_tcp_ctx_t *ctx)
         if (!first || ep->deadline_ns < first)
             first = ep->deadline_ns;
     }
+    util_list_for_each_safe(pos, tmp, &ctx->listeners)
+    {
+        tp_tcp_listener_t *l = util_container_of(pos, tp_tcp_listener_t, link);
+        first = tp_accept_first(&l->pause, first);
+    }
     if (util_timer_arm(ctx->tfd, first) != 0)
         util_warn("tcp: cannot arm the handshake timer: %s", strerror(errno));
+}
+
+/* Polls the listener (EPOLLIN), or not (0) while it pauses. */
+static void tp_tcp_listener_poll(tp_tcp_listener_t *l, uint32_t events)
+{
+    tp_tcp_ctx_t *ctx = tp_tcp_ctx(l->base.ctx);
+    struct epoll_event ev = {.events = events, .data.ptr = &l->kind};
+    if (epoll_ctl(ctx->epfd, EPOLL_CTL_MOD, l->fd, &ev) != 0)
+        util_warn("tcp: listener %s: epoll_ctl: %s", l->base.addr,
+                  strerror(errno));
 }
 
 void tp_tcp_expire(tp_tcp_ctx_t *ctx)
@@ -46,6 +62,14 @@ void tp_tcp_expire(tp_tcp_ctx_t *ctx)
                            "no authenticated connection within "
                            "STRATA_TIMEOUT_MS=%d ms",
                            ctx->base.timeout_ms);
+    }
+    util_list_for_each_safe(pos, tmp, &ctx->listeners)
+    {
+        tp_tcp_listener_t *l = util_container_of(pos, tp_tcp_listener_t, link);
+        if (tp_accept_due(&l->pause, now)) {
+            tp_tcp_listener_poll(l, EPOLLIN);
+            tp_tcp_accept(l);
+        }
     }
     tp_tcp_timer_update(ctx);
 }
@@ -302,8 +326,9 @@ strata_status_t tp_tcp_connect(tp_ctx_t *base, const char *addr,
     int fd =
         socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        util_error("tcp: socket for %s: %s", addr, strerror(errno));
-        return STRATA_ERR_IO;
+        int err = errno;
+        util_error("tcp: socket for %s: %s", addr, strerror(err));
+        return util_errno_status(err, STRATA_ERR_IO);
     }
     tp_tcp_sockopts(fd, base->timeout_ms, addr);
     int rc = connect(fd, (struct sockaddr *)&ss, sl);
@@ -324,6 +349,14 @@ strata_status_t tp_tcp_connect(tp_ctx_t *base, const char *addr,
 
 /* ---- listeners ---- */
 
+static void tp_tcp_accept_failed(tp_tcp_listener_t *l, int err)
+{
+    if (!tp_accept_failed(&l->pause, "tcp", l->base.addr, err))
+        return;
+    tp_tcp_listener_poll(l, 0);
+    tp_tcp_timer_update(tp_tcp_ctx(l->base.ctx));
+}
+
 void tp_tcp_accept(tp_tcp_listener_t *l)
 {
     tp_tcp_ctx_t *ctx = tp_tcp_ctx(l->base.ctx);
@@ -333,13 +366,13 @@ void tp_tcp_accept(tp_tcp_listener_t *l)
         int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl,
                          SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
-            if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-                util_warn("tcp: accept on %s: %s", l->base.addr,
-                          strerror(errno));
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
+            if (errno != EAGAIN)
+                tp_tcp_accept_failed(l, errno);
             return;
         }
+        tp_accept_ok(&l->pause, "tcp", l->base.addr);
         char peer[128];
         tp_tcp_format((struct sockaddr *)&ss, peer, sizeof(peer));
         tp_tcp_sockopts(fd, ctx->base.timeout_ms, peer);
@@ -374,7 +407,7 @@ strata_status_t tp_tcp_listen(tp_ctx_t *base, const char *bind_addr,
         bind(l->fd, (struct sockaddr *)&ss, sl) != 0 ||
         listen(l->fd, SOMAXCONN) != 0) {
         util_error("tcp: cannot listen on %s: %s", where, strerror(errno));
-        st = STRATA_ERR_IO;
+        st = util_errno_status(errno, STRATA_ERR_IO);
         goto close_fd;
     }
     if ((st = tp_tcp_listen_addr(l->fd, l->base.addr, sizeof(l->base.addr))))

@@ -10,6 +10,7 @@
 #include "util/alloc.h"
 #include "util/clock.h"
 #include "util/log.h"
+#include "util/status.h"
 
 #define TP_TCP_RECV_FIFO (256 * 1024) /* received messages until reported */
 #define TP_TCP_EPOLL_BATCH 64
@@ -64,10 +65,11 @@ static strata_status_t tp_tcp_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
     struct epoll_event ev = {.events = EPOLLIN, .data.ptr = &ctx->timer_kind};
     if (ctx->epfd < 0 || ctx->tfd < 0 ||
         epoll_ctl(ctx->epfd, EPOLL_CTL_ADD, ctx->tfd, &ev) != 0) {
+        int err = errno;
         util_error("tcp: cannot create the epoll set or timer: %s",
-                   strerror(errno));
+                   strerror(err));
         tp_tcp_free(ctx);
-        return STRATA_ERR_IO;
+        return util_errno_status(err, STRATA_ERR_IO);
     }
     *ctx_out = &ctx->base;
     return STRATA_OK;

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "transport/accept.h"
 #include "transport/auth.h"
 #include "transport/evq.h"
 #include "transport/provider.h"
@@ -118,6 +119,7 @@ struct tp_tcp_listener {
     tp_listener_t base;
     tp_tcp_kind_t kind;
     int fd;
+    tp_accept_pause_t pause; /* out of descriptors: not polled for a while */
     util_list_t link;
 };
 
