@@ -38,7 +38,7 @@ static void eng_ctx_free(strata_ctx_t *ctx)
 static strata_status_t eng_ctx_config(const char *const *settings,
                                       eng_config_t **cfg_out)
 {
-    eng_config_t *cfg;
+    eng_config_t *cfg = NULL; /* eng_config_load sets it only on success */
     strata_status_t st = eng_config_load(&cfg);
     for (size_t i = 0; st == STRATA_OK && settings && settings[i]; i++) {
         const char *eq = strchr(settings[i], '=');
