@@ -17,15 +17,35 @@
 #include <strata/strata.h>
 #include <strata/strata_agg.h>
 
-#include "engine/config.h"
+#include "util/settings.h"
+
+/* The kernels' settings, the rows of agg/settings.def. */
+typedef enum agg_setting {
+#define UTIL_SETTING(name, ...) AGG_SET_##name,
+#include "agg/settings.def"
+#undef UTIL_SETTING
+    AGG_SET__COUNT
+} agg_setting_t;
+
+extern const util_setting_t agg_settings[AGG_SET__COUNT];
+
+typedef struct agg_params {
+    const char *simd;        /* STRATA_SIMD: auto, scalar, avx2 or avx512 */
+    unsigned reduce_threads; /* STRATA_REDUCE_THREADS; 0: the cores */
+} agg_params_t;
+
+/* The parameters from settings that hold the rows of agg_settings, alone or
+ * among other modules' rows. Strings point into s. */
+strata_status_t agg_params_read(const util_settings_t *s,
+                                agg_params_t *params_out);
 
 /*
- * Read STRATA_SIMD and STRATA_REDUCE_THREADS from cfg and select the kernels.
- * A forced instruction set the CPU lacks is STRATA_ERR_CONFIG, logged with
- * what the CPU has. The engine calls this at start-up; without it the first
- * public call loads the configuration itself. May be called again.
+ * Select the kernels and the pool size. A forced instruction set the CPU
+ * lacks is STRATA_ERR_CONFIG, logged with what the CPU has. The engine calls
+ * this at start-up; without it the first public call reads the kernels'
+ * settings itself (and no others). May be called again.
  */
-strata_status_t agg_init(const eng_config_t *cfg);
+strata_status_t agg_init(const agg_params_t *params);
 
 /* Threads of a pool created with nthreads 0 (STRATA_REDUCE_THREADS, or the
  * cores available to the process); at least 1. */

@@ -1,6 +1,6 @@
 /*
  * Choice of the kernel tables: CPU features from cpuid, STRATA_SIMD and
- * STRATA_REDUCE_THREADS from the configuration, strata_simd_*().
+ * STRATA_REDUCE_THREADS (agg_params_t), strata_simd_*().
  */
 #include <cpuid.h>
 #include <pthread.h>
@@ -175,43 +175,44 @@ static unsigned agg_cores_available(void)
     return 1;
 }
 
-strata_status_t agg_init(const eng_config_t *cfg)
+strata_status_t agg_init(const agg_params_t *params)
 {
-    /* Indexed by the choices of STRATA_SIMD in engine/config_keys.def. */
-    static const char *const simd_choices[] = {"auto", "scalar", "avx2",
-                                               "avx512"};
-    int64_t simd = eng_config_int(cfg, ENG_CFG_SIMD);
-    if (simd < 0 || simd >= 4) {
-        util_error("agg: STRATA_SIMD: unexpected choice %lld", (long long)simd);
-        return STRATA_ERR_CONFIG;
+    if (!params || !params->simd) {
+        util_error("agg: agg_init: NULL %s", params ? "simd" : "params");
+        return STRATA_ERR_INVALID;
     }
     const agg_ops_t *ops;
     char what[64];
-    snprintf(what, sizeof(what), "STRATA_SIMD=%s", simd_choices[simd]);
+    snprintf(what, sizeof(what), "STRATA_SIMD=%.40s", params->simd);
     strata_status_t st =
-        agg_choose(simd_choices[simd], what, STRATA_ERR_CONFIG, &ops);
+        agg_choose(params->simd, what, STRATA_ERR_CONFIG, &ops);
     if (st)
         return st == STRATA_ERR_INVALID ? STRATA_ERR_CONFIG : st;
 
-    int64_t threads = eng_config_int(cfg, ENG_CFG_REDUCE_THREADS);
-    atomic_store(&agg_threads,
-                 threads > 0 ? (unsigned)threads : agg_cores_available());
+    unsigned threads = params->reduce_threads;
+    atomic_store(&agg_threads, threads > 0 ? threads : agg_cores_available());
     atomic_store_explicit(&agg_active, ops, memory_order_release);
     util_debug("agg: %s kernels (CPU: %s), %u reduce threads", ops->name,
                agg_cpu_features_text(), atomic_load(&agg_threads));
     return STRATA_OK;
 }
 
+/* A plain kernel call before any strata_init: the kernels' own settings, and
+ * nothing of the rest of STRATA_* (a bad unrelated variable is not ours to
+ * judge). */
 static void agg_lazy_init(void)
 {
-    eng_config_t *cfg;
-    if (eng_config_load(&cfg) != STRATA_OK) {
+    util_settings_t *s;
+    agg_params_t params;
+    if (util_settings_load(agg_settings, AGG_SET__COUNT, UTIL_SETTINGS_OWN,
+                           &s) != STRATA_OK) {
         util_error("agg: no kernels selected: the configuration is invalid "
                    "(see above)");
         return;
     }
-    (void)agg_init(cfg); /* logged by agg_init */
-    eng_config_free(cfg);
+    if (agg_params_read(s, &params) == STRATA_OK)
+        (void)agg_init(&params); /* logged by agg_init */
+    util_settings_free(s);
 }
 
 const agg_ops_t *agg_ops(void)

@@ -72,6 +72,10 @@ static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
     ctx->cfg = cfg;
     ctx->epfd = ctx->cmd_efd = -1;
     ctx->timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
+    if (eng_config_tp_params(cfg, &ctx->tp_params) != STRATA_OK) {
+        eng_ctx_free(ctx);
+        return STRATA_ERR_INVALID;
+    }
     util_gate_init(&ctx->joined, 0);
     util_gate_init(&ctx->committed, 0);
     util_gate_init(&ctx->served, 0);
@@ -83,6 +87,15 @@ static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
     }
     *ctx_out = ctx;
     return STRATA_OK;
+}
+
+/* An aggregator's kernels, from its configuration (not the environment
+ * only, as a plain kernel call would read them). */
+static strata_status_t eng_ctx_kernels(strata_ctx_t *ctx)
+{
+    agg_params_t params;
+    strata_status_t st = agg_params_read(ctx->cfg, &params);
+    return st == STRATA_OK ? agg_init(&params) : st;
 }
 
 static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
@@ -107,7 +120,7 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
         atomic_init(&ctx->group,
                     agg ? -1 : (int)ctx->policy->group_of[ctx->worker_index]);
     if (st == STRATA_OK && agg)
-        st = agg_init(ctx->cfg);
+        st = eng_ctx_kernels(ctx);
     if (st == STRATA_OK && ctx->rank == 0)
         st = eng_coord_create(ctx);
     if (st == STRATA_OK)

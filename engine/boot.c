@@ -110,13 +110,13 @@ static strata_status_t eng_listen_coord(strata_ctx_t *ctx)
 /* Aggregators listen on every provider a worker may pick. */
 static strata_status_t eng_listen_data(strata_ctx_t *ctx)
 {
-    int forced = (int)eng_config_int(ctx->cfg, ENG_CFG_TRANSPORT) - 1;
+    const char *forced = ctx->tp_params.transport; /* NULL: auto */
     for (int i = 0; i < ENG_NPROV; i++) {
-        if (forced >= 0 ? i != eng_prov_index(tp_select(ctx->cfg, false))
-                        : i != ENG_PROV_TCP && !tp_available(eng_prov_names[i]))
+        if (forced ? strcmp(eng_prov_names[i], forced) != 0
+                   : i != ENG_PROV_TCP && !tp_available(eng_prov_names[i]))
             continue;
         strata_status_t st =
-            tp_open(eng_prov_names[i], ctx->cfg, &ctx->data_tp[i]);
+            tp_open(eng_prov_names[i], &ctx->tp_params, &ctx->data_tp[i]);
         if (st != STRATA_OK)
             return st;
         char bind[ENG_ADDR_MAX + 8];
@@ -142,7 +142,7 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
     ctx->join_timer =
         (eng_timer_t){.at_ns = util_now_ns(), .fn = eng_boot_retry};
     ctx->join_last_error = STRATA_ERR_TIMEOUT;
-    strata_status_t st = tp_open("tcp", ctx->cfg, &ctx->coord_tp);
+    strata_status_t st = tp_open("tcp", &ctx->tp_params, &ctx->coord_tp);
     if (st == STRATA_OK && ctx->rank == 0)
         st = eng_listen_coord(ctx);
     else if (st == STRATA_OK && ctx->launch.coord[0])

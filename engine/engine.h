@@ -174,6 +174,7 @@ typedef struct eng_counters {
 
 struct strata_ctx {
     eng_config_t *cfg;
+    tp_params_t tp_params; /* from cfg: every tp_open() of the context */
     eng_launch_t launch;
     strata_role_t role;
     int rank, size, nworkers, naggs;

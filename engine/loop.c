@@ -365,7 +365,7 @@ strata_status_t eng_data_tp(strata_ctx_t *ctx, int idx, tp_ctx_t **tp_out)
 {
     if (!ctx->data_tp[idx]) {
         strata_status_t st =
-            tp_open(eng_prov_names[idx], ctx->cfg, &ctx->data_tp[idx]);
+            tp_open(eng_prov_names[idx], &ctx->tp_params, &ctx->data_tp[idx]);
         if (st == STRATA_OK)
             st = eng_loop_watch(ctx, ctx->data_tp[idx]);
         if (st != STRATA_OK)

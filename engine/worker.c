@@ -83,7 +83,7 @@ static strata_status_t eng_worker_connect(strata_ctx_t *ctx)
         const eng_agg_info_t *info = &ctx->roster->aggs[a];
         eng_link_t *l = &w->links[a];
         bool local = strcmp(info->host_id, ctx->host_id) == 0;
-        const char *name = tp_select(ctx->cfg, local);
+        const char *name = tp_select(&ctx->tp_params, local);
         l->prov = eng_prov_index(name);
         l->shard = (uint32_t)a;
         l->peer = (eng_peer_t){

@@ -108,11 +108,11 @@ static void tp_auth_warn_no_secret(void)
                   "job's ports can join it");
 }
 
-strata_status_t tp_auth_secret_load(const eng_config_t *cfg,
+strata_status_t tp_auth_secret_load(const tp_params_t *params,
                                     tp_auth_secret_t *secret_out)
 {
-    const char *inline_secret = eng_config_str(cfg, ENG_CFG_JOB_SECRET);
-    const char *path = eng_config_str(cfg, ENG_CFG_JOB_SECRET_FILE);
+    const char *inline_secret = params->secret ? params->secret : "";
+    const char *path = params->secret_file ? params->secret_file : "";
     if (*inline_secret && *path) {
         util_error("STRATA_JOB_SECRET and STRATA_JOB_SECRET_FILE are both set; "
                    "set one of them");

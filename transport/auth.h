@@ -22,7 +22,7 @@
 
 #include <strata/strata.h>
 
-#include "engine/config.h"
+#include "transport/transport.h"
 
 #define TP_AUTH_NONCE_LEN 32
 #define TP_AUTH_KEY_LEN 32
@@ -36,7 +36,7 @@ typedef struct tp_auth_secret {
 
 /* From STRATA_JOB_SECRET or STRATA_JOB_SECRET_FILE (setting both, or an
  * unreadable or empty file, is a configuration error naming the key). */
-strata_status_t tp_auth_secret_load(const eng_config_t *cfg,
+strata_status_t tp_auth_secret_load(const tp_params_t *params,
                                     tp_auth_secret_t *secret_out);
 
 typedef enum tp_auth_role {

@@ -45,7 +45,7 @@ struct tp_ops {
     /* Quiet probe: compiled in and a usable device present. */
     bool (*available)(void);
     /* Fills the base struct (ops, caps, timeout_ms) of its own context. */
-    strata_status_t (*open)(const eng_config_t *cfg, tp_ctx_t **ctx_out);
+    strata_status_t (*open)(const tp_params_t *params, tp_ctx_t **ctx_out);
     void (*close)(tp_ctx_t *ctx);
 
     strata_status_t (*mr_reg)(tp_ctx_t *ctx, void *addr, size_t len,

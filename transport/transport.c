@@ -27,11 +27,15 @@ static const tp_ops_t *tp_find(const char *name)
 
 /* ---- providers ---- */
 
-strata_status_t tp_open(const char *name, const eng_config_t *cfg,
+strata_status_t tp_open(const char *name, const tp_params_t *params,
                         tp_ctx_t **ctx_out)
 {
-    if (!cfg || !ctx_out) {
-        util_error("tp_open: cfg and ctx_out must not be NULL");
+    if (!params || !ctx_out) {
+        util_error("tp_open: params and ctx_out must not be NULL");
+        return STRATA_ERR_INVALID;
+    }
+    if (params->timeout_ms <= 0) {
+        util_error("tp_open: timeout_ms %d; expected > 0", params->timeout_ms);
         return STRATA_ERR_INVALID;
     }
     const tp_ops_t *ops = tp_find(name);
@@ -42,7 +46,7 @@ strata_status_t tp_open(const char *name, const eng_config_t *cfg,
         return STRATA_ERR_INVALID;
     }
     tp_ctx_t *ctx = NULL;
-    strata_status_t st = ops->open(cfg, &ctx);
+    strata_status_t st = ops->open(params, &ctx);
     if (st != STRATA_OK)
         return st;
     *ctx_out = ctx;
@@ -71,13 +75,10 @@ bool tp_available(const char *name)
     return ops && ops->available();
 }
 
-const char *tp_select(const eng_config_t *cfg, bool peer_on_this_host)
+const char *tp_select(const tp_params_t *params, bool peer_on_this_host)
 {
-    /* The order of the choices of STRATA_TRANSPORT in config_keys.def. */
-    static const char *const chosen[] = {NULL, "verbs", "tcp", "shm"};
-    int64_t i = cfg ? eng_config_int(cfg, ENG_CFG_TRANSPORT) : 0;
-    if (i > 0 && i < 4)
-        return chosen[i];
+    if (params && params->transport)
+        return params->transport;
     if (peer_on_this_host && tp_available("shm"))
         return "shm";
     return tp_available("verbs") ? "verbs" : "tcp";

@@ -40,7 +40,7 @@
 
 #include <strata/strata.h>
 
-#include "engine/config.h"
+#include "util/settings.h"
 
 /* Largest control message tp_send() accepts. */
 #define TP_MSG_MAX 4096
@@ -104,12 +104,48 @@ typedef struct tp_event {
     const void *data;        /* RECV: valid until the next tp_progress() */
 } tp_event_t;
 
+/* ---- settings ---- */
+
+/* The transports' settings, the rows of transport/settings.def. */
+typedef enum tp_setting {
+#define UTIL_SETTING(name, ...) TP_SET_##name,
+#include "transport/settings.def"
+#undef UTIL_SETTING
+    TP_SET__COUNT
+} tp_setting_t;
+
+extern const util_setting_t tp_settings[TP_SET__COUNT];
+
+/* STRATA_IB_GID_INDEX: auto, N, or device:N pairs. */
+extern const util_setting_syntax_t tp_setting_syntax_gid_index;
+
+/* What a provider is opened with. Strings are read during tp_open() only. */
+typedef struct tp_params {
+    int timeout_ms;          /* bound on every handshake and wait, > 0 */
+    const char *transport;   /* STRATA_TRANSPORT: verbs, tcp, shm; NULL: auto */
+    const char *secret;      /* STRATA_JOB_SECRET ("": none) */
+    const char *secret_file; /* STRATA_JOB_SECRET_FILE ("": none) */
+    bool tcp_crc;            /* STRATA_TCP_CRC */
+    const char *ib_device;   /* STRATA_IB_DEVICE ("": first active port) */
+    const char *ib_gid_index; /* STRATA_IB_GID_INDEX */
+    unsigned ib_qps;          /* STRATA_IB_QPS */
+    uint32_t ib_tx_depth;     /* STRATA_IB_TX_DEPTH */
+    uint32_t ib_rx_depth;     /* STRATA_IB_RX_DEPTH */
+    uint32_t ib_inline;       /* STRATA_IB_INLINE */
+} tp_params_t;
+
+/* The parameters from settings that hold the rows of tp_settings, alone or
+ * among other modules' rows, and the bound on waits (the engine's
+ * STRATA_TIMEOUT_MS). Strings point into s. */
+strata_status_t tp_params_read(const util_settings_t *s, int timeout_ms,
+                               tp_params_t *params_out);
+
 /* ---- providers ---- */
 
 /* name: "verbs", "tcp" or "shm". A provider not compiled in, or without a
  * usable device, is STRATA_ERR_UNSUPPORTED or STRATA_ERR_NO_DEVICE, logged
- * with the reason. cfg supplies timeouts, secrets and provider settings. */
-strata_status_t tp_open(const char *name, const eng_config_t *cfg,
+ * with the reason. */
+strata_status_t tp_open(const char *name, const tp_params_t *params,
                         tp_ctx_t **ctx_out);
 /* Closes the endpoints, listeners and regions still open, then the context. */
 void tp_close(tp_ctx_t *ctx);
@@ -122,9 +158,9 @@ unsigned tp_caps(const tp_ctx_t *ctx);
 bool tp_available(const char *name);
 
 /* The provider STRATA_TRANSPORT selects for a peer: the setting itself, or
- * for auto: shm for a peer on this host, verbs with an active RDMA port, tcp
- * otherwise. */
-const char *tp_select(const eng_config_t *cfg, bool peer_on_this_host);
+ * for auto (or params NULL): shm for a peer on this host, verbs with an
+ * active RDMA port, tcp otherwise. */
+const char *tp_select(const tp_params_t *params, bool peer_on_this_host);
 
 /* ---- memory ---- */
 

@@ -11,10 +11,10 @@ static bool tp_verbs_absent_available(void)
     return false;
 }
 
-static strata_status_t tp_verbs_absent_open(const eng_config_t *cfg,
+static strata_status_t tp_verbs_absent_open(const tp_params_t *params,
                                             tp_ctx_t **ctx_out)
 {
-    (void)cfg;
+    (void)params;
     (void)ctx_out;
     util_error("verbs provider not compiled in (built without rdma-core or "
                "with -DSTRATA_WITH_VERBS=OFF)");

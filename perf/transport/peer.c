@@ -49,8 +49,10 @@ bool perf_tp_next(tp_ctx_t *ctx, tp_event_t *ev, int timeout_ms)
 tp_ctx_t *perf_tp_open(const char *provider, const eng_config_t *cfg)
 {
     tp_ctx_t *ctx = NULL;
-    if (tp_open(provider, cfg, &ctx) != STRATA_OK)
-        return NULL; /* logged by the provider */
+    tp_params_t params;
+    if (eng_config_tp_params(cfg, &params) != STRATA_OK ||
+        tp_open(provider, &params, &ctx) != STRATA_OK)
+        return NULL; /* logged */
     return ctx;
 }
 

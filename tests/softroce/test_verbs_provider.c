@@ -62,8 +62,10 @@ static tp_ctx_t *open_ctx(const char *secret, const char *const *settings)
     for (int i = 0; settings && settings[i]; i += 2)
         assert_int_equal(eng_config_set(cfg, settings[i], settings[i + 1]),
                          STRATA_OK);
+    tp_params_t params;
+    assert_int_equal(eng_config_tp_params(cfg, &params), STRATA_OK);
     tp_ctx_t *ctx = NULL;
-    assert_int_equal(tp_open("verbs", cfg, &ctx), STRATA_OK);
+    assert_int_equal(tp_open("verbs", &params, &ctx), STRATA_OK);
     eng_config_free(cfg);
     return ctx;
 }

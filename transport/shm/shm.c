@@ -48,7 +48,8 @@ static strata_status_t tp_shm_poll_add(tp_shm_ctx_t *ctx, int fd,
                : STRATA_ERR_IO;
 }
 
-static strata_status_t tp_shm_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
+static strata_status_t tp_shm_open(const tp_params_t *params,
+                                   tp_ctx_t **ctx_out)
 {
     tp_shm_ctx_t *ctx = util_calloc(1, sizeof(*ctx));
     if (!ctx)
@@ -56,7 +57,7 @@ static strata_status_t tp_shm_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
     ctx->epfd = ctx->tfd = ctx->bell = -1;
     ctx->base.ops = &tp_shm_ops;
     ctx->base.caps = 0; /* peers write only into tp_mem_alloc() memory */
-    ctx->base.timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
+    ctx->base.timeout_ms = params->timeout_ms;
     ctx->next_key = 1;
     ctx->timer_kind = TP_SHM_K_TIMER;
     ctx->bell_kind = TP_SHM_K_DOORBELL;
@@ -64,7 +65,7 @@ static strata_status_t tp_shm_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
                             &ctx->graveyard, &ctx->timed};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
         util_list_init(lists[i]);
-    strata_status_t st = tp_auth_secret_load(cfg, &ctx->secret);
+    strata_status_t st = tp_auth_secret_load(params, &ctx->secret);
     if (st == STRATA_OK &&
         tp_evq_init(&ctx->evq, TP_SHM_ARRIVALS, TP_SHM_RECV_FIFO) != STRATA_OK)
         st = STRATA_ERR_NOMEM;

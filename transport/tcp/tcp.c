@@ -33,7 +33,8 @@ static void tp_tcp_free(tp_tcp_ctx_t *ctx)
     util_free(ctx);
 }
 
-static strata_status_t tp_tcp_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
+static strata_status_t tp_tcp_open(const tp_params_t *params,
+                                   tp_ctx_t **ctx_out)
 {
     tp_tcp_ctx_t *ctx = util_calloc(1, sizeof(*ctx));
     if (!ctx)
@@ -41,8 +42,8 @@ static strata_status_t tp_tcp_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
     ctx->epfd = ctx->tfd = -1;
     ctx->base.ops = &tp_tcp_ops;
     ctx->base.caps = TP_CAP_REMOTE_ANY_MEMORY;
-    ctx->base.timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
-    ctx->crc = eng_config_int(cfg, ENG_CFG_TCP_CRC) != 0;
+    ctx->base.timeout_ms = params->timeout_ms;
+    ctx->crc = params->tcp_crc;
     ctx->next_key = 1;
     ctx->timer_kind = TP_TCP_K_TIMER;
     util_list_t *lists[] = {&ctx->mrs,       &ctx->listeners,  &ctx->eps,
@@ -50,7 +51,7 @@ static strata_status_t tp_tcp_open(const eng_config_t *cfg, tp_ctx_t **ctx_out)
                             &ctx->rx_ready};
     for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
         util_list_init(lists[i]);
-    strata_status_t st = tp_auth_secret_load(cfg, &ctx->secret);
+    strata_status_t st = tp_auth_secret_load(params, &ctx->secret);
     if (st != STRATA_OK) {
         tp_tcp_free(ctx);
         return st;

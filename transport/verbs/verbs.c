@@ -18,13 +18,13 @@ static uint8_t tp_verbs_qp_timeout(int timeout_ms, unsigned retry_cnt)
     return t < 12 ? 12 : t;
 }
 
-static void tp_verbs_params(tp_verbs_ctx_t *c, const eng_config_t *cfg)
+static void tp_verbs_params(tp_verbs_ctx_t *c, const tp_params_t *params)
 {
     tp_verbs_params_t *p = &c->p;
-    p->nqps = (unsigned)eng_config_int(cfg, ENG_CFG_IB_QPS);
-    p->tx_depth = (uint32_t)eng_config_int(cfg, ENG_CFG_IB_TX_DEPTH);
-    p->rx_depth = (uint32_t)eng_config_int(cfg, ENG_CFG_IB_RX_DEPTH);
-    p->inline_max = (uint32_t)eng_config_int(cfg, ENG_CFG_IB_INLINE);
+    p->nqps = params->ib_qps;
+    p->tx_depth = params->ib_tx_depth;
+    p->rx_depth = params->ib_rx_depth;
+    p->inline_max = params->ib_inline;
     p->retry_cnt = 7;
     /* Credits keep a receive posted for everything the peer sends, so a
      * "receiver not ready" NAK means a broken peer: fail after a few. */
@@ -71,7 +71,7 @@ static void tp_verbs_close(tp_ctx_t *ctx)
     util_free(c);
 }
 
-static strata_status_t tp_verbs_open(const eng_config_t *cfg,
+static strata_status_t tp_verbs_open(const tp_params_t *params,
                                      tp_ctx_t **ctx_out)
 {
     tp_verbs_ctx_t *c = util_calloc(1, sizeof(*c));
@@ -82,13 +82,13 @@ static strata_status_t tp_verbs_open(const eng_config_t *cfg,
     c->base.ops = &tp_verbs_ops;
     util_list_init(&c->mrs);
     c->base.caps = TP_CAP_REMOTE_ANY_MEMORY | TP_CAP_ZERO_COPY;
-    c->base.timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
+    c->base.timeout_ms = params->timeout_ms;
     c->thread_epfd = c->wait_epfd = c->stop_fd = c->notify_fd = c->timer_fd =
         -1;
-    tp_verbs_params(c, cfg);
-    strata_status_t st = tp_auth_secret_load(cfg, &c->secret);
+    tp_verbs_params(c, params);
+    strata_status_t st = tp_auth_secret_load(params, &c->secret);
     if (st == STRATA_OK)
-        st = tp_verbs_dev_open(c, cfg);
+        st = tp_verbs_dev_open(c, params);
     if (st == STRATA_OK)
         st = tp_verbs_mem_init(c);
     if (st == STRATA_OK)

@@ -336,7 +336,7 @@ uint64_t tp_verbs_now_ns(void);
 
 /* verbs_dev.c: the device, async events, waiting */
 bool tp_verbs_available(void);
-strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const eng_config_t *cfg);
+strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const tp_params_t *params);
 void tp_verbs_dev_close(tp_verbs_ctx_t *c);
 void tp_verbs_memlock_hint(char *buf, size_t len);
 bool tp_verbs_same_device(const tp_verbs_ctx_t *c, struct ibv_context *dev);

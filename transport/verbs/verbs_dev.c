@@ -252,16 +252,15 @@ static void tp_verbs_port_addr(tp_verbs_ctx_t *c)
               *c->addr ? ", address " : "", c->addr);
 }
 
-strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const eng_config_t *cfg)
+strata_status_t tp_verbs_dev_open(tp_verbs_ctx_t *c, const tp_params_t *params)
 {
     tp_verbs_fork_setup();
     tp_verbs_memlock_check();
-    strata_status_t st =
-        tp_verbs_select_port(c, eng_config_str(cfg, ENG_CFG_IB_DEVICE));
+    strata_status_t st = tp_verbs_select_port(c, params->ib_device);
     if (st != STRATA_OK)
         return st;
-    st = tp_verbs_gid_override(eng_config_str(cfg, ENG_CFG_IB_GID_INDEX),
-                               c->dev_name, &c->p.gid_override);
+    st = tp_verbs_gid_override(params->ib_gid_index, c->dev_name,
+                               &c->p.gid_override);
     if (st != STRATA_OK)
         return st;
     st = tp_verbs_gid_select(TP_VERBS_SYSFS_ROOT, c->dev_name, c->port,

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/config.h"
+#include "tests/support/test_tp_params.h"
 
 const char *tpt_provider(void)
 {
@@ -35,22 +35,19 @@ double tpt_now_ms(void)
 
 tp_ctx_t *tpt_open(const char *secret, int timeout_ms)
 {
-    eng_config_t *cfg = NULL;
-    char t[32];
-    snprintf(t, sizeof(t), "%d", timeout_ms);
-    TPT_CHECK(eng_config_defaults(&cfg) == STRATA_OK, "config");
-    TPT_CHECK(eng_config_set(cfg, "STRATA_TIMEOUT_MS", t) == STRATA_OK, "%s",
-              t);
-    if (secret)
-        TPT_CHECK(eng_config_set(cfg, "STRATA_JOB_SECRET", secret) == STRATA_OK,
-                  "secret");
     const char *crc = getenv("TP_TEST_TCP_CRC");
+    const char *kv[5] = {NULL}, **k = kv;
+    if (secret)
+        *k++ = "STRATA_JOB_SECRET", *k++ = secret;
     if (crc)
-        TPT_CHECK(eng_config_set(cfg, "STRATA_TCP_CRC", crc) == STRATA_OK,
-                  "crc");
+        *k++ = "STRATA_TCP_CRC", *k++ = crc;
+    util_settings_t *s = NULL;
+    tp_params_t params;
+    TPT_CHECK(test_tp_params(kv, timeout_ms, &s, &params) == STRATA_OK,
+              "settings (secret, TP_TEST_TCP_CRC=%s)", crc ? crc : "");
     tp_ctx_t *ctx = NULL;
-    strata_status_t st = tp_open(tpt_provider(), cfg, &ctx);
-    eng_config_free(cfg);
+    strata_status_t st = tp_open(tpt_provider(), &params, &ctx);
+    util_settings_free(s);
     TPT_CHECK(st == STRATA_OK, "tp_open(%s): %s", tpt_provider(),
               strata_strerror(st));
     return ctx;

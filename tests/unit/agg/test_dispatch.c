@@ -43,11 +43,14 @@ static int teardown(void **state)
 
 static strata_status_t init_with(const char *key, const char *value)
 {
-    eng_config_t *cfg;
-    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
-    assert_int_equal(eng_config_set(cfg, key, value), STRATA_OK);
-    strata_status_t st = agg_init(cfg);
-    eng_config_free(cfg);
+    util_settings_t *s;
+    assert_int_equal(util_settings_defaults(agg_settings, AGG_SET__COUNT, &s),
+                     STRATA_OK);
+    assert_int_equal(util_settings_set(s, key, value), STRATA_OK);
+    agg_params_t params;
+    assert_int_equal(agg_params_read(s, &params), STRATA_OK);
+    strata_status_t st = agg_init(&params);
+    util_settings_free(s);
     return st;
 }
 
@@ -90,11 +93,27 @@ static void child_lazy_bad_config(void)
         _exit(1);
 }
 
+/* A plain kernel call reads the kernels' settings and judges nothing else:
+ * an unknown STRATA_* variable, or a bad value of another module's setting,
+ * is not its business (strata_init reports them). */
+static void child_lazy_ignores_other_settings(void)
+{
+    float x = 1, y;
+    const void *srcs[1] = {&x};
+    setenv("STRATA_BOGUS", "1", 1);
+    setenv("STRATA_TIMEOUT_MS", "abc", 1);
+    setenv("STRATA_SIMD", "scalar", 1);
+    if (strata_reduce(STRATA_FP32, &y, srcs, 1, 1, 1.0) != STRATA_OK ||
+        y != 1 || strcmp(strata_simd_name(), "scalar") != 0 || errors != 0)
+        _exit(1);
+}
+
 static void lazy_configuration(void **state)
 {
     (void)state;
     in_child(child_lazy_scalar);
     in_child(child_lazy_bad_config);
+    in_child(child_lazy_ignores_other_settings);
 }
 
 static void simd_setting_selects(void **state)

@@ -41,15 +41,9 @@ static double now_s(void)
 
 static tp_ctx_t *open_ctx(const char *prov)
 {
-    eng_config_t *cfg = NULL;
+    tp_params_t params = {.timeout_ms = 10000, .secret = "nofile"};
     tp_ctx_t *ctx = NULL;
-    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
-    assert_int_equal(eng_config_set(cfg, "STRATA_JOB_SECRET", "nofile"),
-                     STRATA_OK);
-    assert_int_equal(eng_config_set(cfg, "STRATA_TIMEOUT_MS", "10000"),
-                     STRATA_OK);
-    assert_int_equal(tp_open(prov, cfg, &ctx), STRATA_OK);
-    eng_config_free(cfg);
+    assert_int_equal(tp_open(prov, &params, &ctx), STRATA_OK);
     return ctx;
 }
 

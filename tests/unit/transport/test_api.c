@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/test_tp_params.h"
 #include "transport/transport.h"
 #include "util/log.h"
 
@@ -34,29 +35,32 @@ static int teardown(void **state)
     return 0;
 }
 
-static eng_config_t *config(const char *key, const char *value)
+/* The parameters with key set to value; their strings live in *s_out. */
+static tp_params_t params_with(const char *key, const char *value,
+                               util_settings_t **s_out)
 {
-    eng_config_t *cfg = NULL;
-    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
-    if (key)
-        assert_int_equal(eng_config_set(cfg, key, value), STRATA_OK);
-    return cfg;
+    const char *kv[] = {key, value, NULL};
+    tp_params_t params;
+    assert_int_equal(test_tp_params(kv, 30000, s_out, &params), STRATA_OK);
+    return params;
 }
 
 static void unknown_provider_is_named(void **state)
 {
     (void)state;
-    eng_config_t *cfg = config(NULL, NULL);
+    util_settings_t *s;
+    tp_params_t params = params_with(NULL, NULL, &s);
     tp_ctx_t *ctx = NULL;
     last_error[0] = 0;
-    assert_int_equal(tp_open("carrier-pigeon", cfg, &ctx), STRATA_ERR_INVALID);
+    assert_int_equal(tp_open("carrier-pigeon", &params, &ctx),
+                     STRATA_ERR_INVALID);
     assert_null(ctx);
     assert_non_null(strstr(last_error, "carrier-pigeon"));
-    assert_int_equal(tp_open(NULL, cfg, &ctx), STRATA_ERR_INVALID);
+    assert_int_equal(tp_open(NULL, &params, &ctx), STRATA_ERR_INVALID);
     assert_int_equal(tp_open("tcp", NULL, &ctx), STRATA_ERR_INVALID);
     assert_false(tp_available("carrier-pigeon"));
     assert_false(tp_available(NULL));
-    eng_config_free(cfg);
+    util_settings_free(s);
 }
 
 /* This machine has no RDMA device: verbs is either not compiled in or has
@@ -66,15 +70,16 @@ static void verbs_without_device_is_a_clear_error(void **state)
     (void)state;
     if (tp_available("verbs"))
         skip();
-    eng_config_t *cfg = config(NULL, NULL);
+    util_settings_t *s;
+    tp_params_t params = params_with(NULL, NULL, &s);
     tp_ctx_t *ctx = NULL;
     last_error[0] = 0;
-    strata_status_t st = tp_open("verbs", cfg, &ctx);
+    strata_status_t st = tp_open("verbs", &params, &ctx);
     assert_true(st == STRATA_ERR_UNSUPPORTED || st == STRATA_ERR_NO_DEVICE);
     assert_null(ctx);
     assert_true(strstr(last_error, "not compiled in") ||
                 strstr(last_error, "device"));
-    eng_config_free(cfg);
+    util_settings_free(s);
 }
 
 static void select_follows_the_setting(void **state)
@@ -82,23 +87,25 @@ static void select_follows_the_setting(void **state)
     (void)state;
     static const char *const names[] = {"tcp", "shm", "verbs"};
     for (int i = 0; i < 3; i++) {
-        eng_config_t *cfg = config("STRATA_TRANSPORT", names[i]);
-        assert_string_equal(tp_select(cfg, true), names[i]);
-        assert_string_equal(tp_select(cfg, false), names[i]);
-        eng_config_free(cfg);
+        util_settings_t *s;
+        tp_params_t params = params_with("STRATA_TRANSPORT", names[i], &s);
+        assert_string_equal(tp_select(&params, true), names[i]);
+        assert_string_equal(tp_select(&params, false), names[i]);
+        util_settings_free(s);
     }
 }
 
 static void select_auto(void **state)
 {
     (void)state;
-    eng_config_t *cfg = config("STRATA_TRANSPORT", "auto");
+    util_settings_t *s;
+    tp_params_t params = params_with("STRATA_TRANSPORT", "auto", &s);
     const char *remote = tp_available("verbs") ? "verbs" : "tcp";
-    assert_string_equal(tp_select(cfg, false), remote);
+    assert_string_equal(tp_select(&params, false), remote);
     assert_string_equal(tp_select(NULL, false), remote);
     const char *local = tp_available("shm") ? "shm" : remote;
-    assert_string_equal(tp_select(cfg, true), local);
-    eng_config_free(cfg);
+    assert_string_equal(tp_select(&params, true), local);
+    util_settings_free(s);
 }
 
 static void null_arguments_are_refused(void **state)

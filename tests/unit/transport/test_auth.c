@@ -32,12 +32,9 @@ static void step(side_t *s, const side_t *from)
 
 static tp_auth_secret_t secret_of(const char *text)
 {
-    eng_config_t *cfg = NULL;
-    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
-    assert_int_equal(eng_config_set(cfg, "STRATA_JOB_SECRET", text), STRATA_OK);
+    tp_params_t params = {.secret = text};
     tp_auth_secret_t s;
-    assert_int_equal(tp_auth_secret_load(cfg, &s), STRATA_OK);
-    eng_config_free(cfg);
+    assert_int_equal(tp_auth_secret_load(&params, &s), STRATA_OK);
     return s;
 }
 
@@ -220,17 +217,8 @@ static void secret_never_crosses_the_wire(void **state)
 static strata_status_t load(const char *inline_secret, const char *file,
                             tp_auth_secret_t *out)
 {
-    eng_config_t *cfg = NULL;
-    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
-    if (inline_secret)
-        assert_int_equal(
-            eng_config_set(cfg, "STRATA_JOB_SECRET", inline_secret), STRATA_OK);
-    if (file)
-        assert_int_equal(eng_config_set(cfg, "STRATA_JOB_SECRET_FILE", file),
-                         STRATA_OK);
-    strata_status_t st = tp_auth_secret_load(cfg, out);
-    eng_config_free(cfg);
-    return st;
+    tp_params_t params = {.secret = inline_secret, .secret_file = file};
+    return tp_auth_secret_load(&params, out);
 }
 
 static void write_file(const char *path, const char *text)

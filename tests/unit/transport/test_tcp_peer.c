@@ -40,16 +40,9 @@ typedef struct fixture {
 static void open_server(fixture_t *f, bool crc)
 {
     memset(f, 0, sizeof(*f));
-    eng_config_t *cfg = NULL;
-    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
-    assert_int_equal(eng_config_set(cfg, "STRATA_JOB_SECRET", SECRET),
-                     STRATA_OK);
-    assert_int_equal(eng_config_set(cfg, "STRATA_TIMEOUT_MS", "300"),
-                     STRATA_OK);
-    assert_int_equal(eng_config_set(cfg, "STRATA_TCP_CRC", crc ? "1" : "0"),
-                     STRATA_OK);
-    assert_int_equal(tp_open("tcp", cfg, &f->ctx), STRATA_OK);
-    eng_config_free(cfg);
+    tp_params_t params = {
+        .timeout_ms = TIMEOUT_MS, .secret = SECRET, .tcp_crc = crc};
+    assert_int_equal(tp_open("tcp", &params, &f->ctx), STRATA_OK);
     assert_int_equal(tp_listen(f->ctx, "127.0.0.1:0", &f->l), STRATA_OK);
     void *addr;
     assert_int_equal(
@@ -127,13 +120,9 @@ static int raw_recv(fixture_t *f, int fd, tp_tcp_hdr_t *h, uint8_t *payload)
 /* The client side of the auth.h exchange over raw frames. */
 static tp_ep_t *raw_auth(fixture_t *f, int fd)
 {
-    eng_config_t *cfg = NULL;
-    assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
-    assert_int_equal(eng_config_set(cfg, "STRATA_JOB_SECRET", SECRET),
-                     STRATA_OK);
+    tp_params_t params = {.secret = SECRET};
     tp_auth_secret_t secret;
-    assert_int_equal(tp_auth_secret_load(cfg, &secret), STRATA_OK);
-    eng_config_free(cfg);
+    assert_int_equal(tp_auth_secret_load(&params, &secret), STRATA_OK);
     tp_auth_t auth;
     tp_auth_init(&auth, &secret, TP_AUTH_CLIENT);
     uint8_t in[512], out[TP_AUTH_MSG_MAX];
