@@ -121,6 +121,7 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
             : eng_tracker_record_group_update(ap->tracker, g, NULL, &staleness);
     double scale =
         eng_policy_scale(ctx->policy, u->size, u->n, u->steps, staleness);
+    a->upd.lr = eng_agg_lr_at(a, u->clock); /* strata_set_lr's schedule */
     uint64_t t0 = util_now_ns();
     if (st == STRATA_OK)
         st = a->upd.ops->apply(&a->upd, ap->part->dtype, out, ap->momentum,

@@ -95,6 +95,7 @@ strata_status_t eng_agg_create(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     eng_update_init(&a->upd, ctx->cfg, pol->ops->rounds, a->dense);
+    a->base_lr = a->upd.lr;
     return STRATA_OK;
 nomem:
     util_error("out of memory for the aggregator");
@@ -645,6 +646,21 @@ static bool eng_on_round(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
     return true;
 }
 
+static bool eng_on_lr(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
+{
+    int64_t clock = eng_get_i64(r);
+    double lr = eng_get_f64(r);
+    if (!eng_rbuf_ok(r) || ctx->policy->ops->rounds || ctx->policy->sum_only ||
+        clock < 0 || !(lr > 0) || lr > 1e6)
+        return false;
+    strata_status_t st =
+        eng_agg_lr_announce(ctx, clock, lr, eng_peer_name(&l->peer));
+    if (st != STRATA_OK)
+        eng_fail(ctx, st, "cannot keep the learning rate %s announced",
+                 eng_peer_name(&l->peer));
+    return true;
+}
+
 static void eng_on_leave(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     l->left = true;
@@ -680,6 +696,8 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         return;
     }
     if (ok && type == ENG_MSG_ROUND && eng_on_round(ctx, l, r))
+        return;
+    if (ok && type == ENG_MSG_LR && eng_on_lr(ctx, l, r))
         return;
     if (type == ENG_MSG_LEAVE && l->widx >= 0 && eng_rbuf_ok(r) && !l->left) {
         eng_on_leave(ctx, l);
@@ -842,6 +860,7 @@ void eng_agg_free(strata_ctx_t *ctx)
         strata_reduce_pool_destroy(a->upd.pool);
     eng_members_destroy(a->members);
     util_free(a->upd.scratch);
+    eng_agg_lr_free(a);
     util_free(a->out);
     util_free(a->parts);
     util_free(a->piece_local);

@@ -60,6 +60,14 @@ typedef struct eng_wlink {
     uint32_t round_steps[2];
 } eng_wlink_t;
 
+/* The learning rates the workers announced (STRATA_OPTIMIZER=sgd), in
+ * clock order: from clock[i] on, lr[i]; before the first, the job's. */
+typedef struct eng_lr_sched {
+    int64_t *clock;
+    double *lr;
+    uint32_t n, cap;
+} eng_lr_sched_t;
+
 struct eng_agg {
     eng_layout_rx_t lrx;
     eng_layout_t *layout;
@@ -69,6 +77,8 @@ struct eng_agg {
     void *out;
     tp_mr_t *out_mr[ENG_NPROV];
     eng_update_t upd;
+    double base_lr;        /* STRATA_LR */
+    eng_lr_sched_t lrs;    /* strata_set_lr's announcements */
     eng_wlink_t **links;   /* [nworkers], after JOIN */
     eng_wlink_t *accepted; /* every connection, identified or not */
     _Atomic bool parts_ready;
@@ -98,6 +108,16 @@ bool eng_may_serve(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
                    int64_t c);
 /* Tracker moves a regroup made due on the partition. */
 strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap);
+
+/* ---- agg_lr.c ---- */
+
+/* An announcement (LR) of worker `who`: the rate from `clock` on. A clock
+ * already announced keeps its first rate. */
+strata_status_t eng_agg_lr_announce(strata_ctx_t *ctx, int64_t clock, double lr,
+                                    const char *who);
+/* The rate of an update of `clock`. */
+double eng_agg_lr_at(const eng_agg_t *a, int64_t clock);
+void eng_agg_lr_free(eng_agg_t *a);
 
 /* ---- aggregator.c ---- */
 

@@ -410,6 +410,25 @@ strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
     return eng_worker_push(ctx, tensors, ntensors, req_out);
 }
 
+strata_status_t strata_set_lr(strata_ctx_t *ctx, double lr)
+{
+    strata_status_t st = eng_need(ctx, STRATA_ROLE_WORKER, "strata_set_lr");
+    if (st != STRATA_OK)
+        return st;
+    if (ctx->policy->ops->rounds || ctx->policy->sum_only) {
+        util_error("strata_set_lr: the aggregators apply no learning rate "
+                   "under STRATA_POLICY=%s%s: change the local optimizer's",
+                   ctx->policy->ops->name,
+                   ctx->policy->sum_only ? " with STRATA_OPTIMIZER=sum" : "");
+        return STRATA_ERR_STATE;
+    }
+    if (!(lr > 0) || lr > 1e6) {
+        util_error("strata_set_lr: %g is not a learning rate in (0, 1e6]", lr);
+        return STRATA_ERR_RANGE;
+    }
+    return eng_worker_set_lr(ctx, lr);
+}
+
 strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
                             strata_request_t **req_out)
 {

@@ -95,6 +95,7 @@ typedef enum eng_cmd_type {
     ENG_CMD_QUERY, /* rounds: ask the State Server (no request) */
     ENG_CMD_ROUND, /* rounds: local steps of a round, to the aggregators */
     ENG_CMD_EPOCH, /* gssp: an epoch ended, its mean iteration time */
+    ENG_CMD_LR,    /* a learning rate from a clock on, to the aggregators */
 } eng_cmd_type_t;
 
 struct eng_cmd {
@@ -120,6 +121,10 @@ struct eng_cmd {
             uint32_t epoch;
             double seconds;
         } epoch;
+        struct {
+            int64_t clock;
+            double lr;
+        } lr;
     } u;
 };
 
@@ -388,6 +393,9 @@ strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
                                 size_t ntensors, strata_request_t **req_out);
 strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,
                                 strata_request_t **req_out);
+/* Announce the aggregators' learning rate from the first clock this worker
+ * has not begun to push. */
+strata_status_t eng_worker_set_lr(strata_ctx_t *ctx, double lr);
 /* strata_step's bounds: the time computing in between (gssp's speed). */
 void eng_worker_step_begin(strata_ctx_t *ctx);
 void eng_worker_step_end(strata_ctx_t *ctx);

@@ -46,12 +46,13 @@
     X(DROP, 26)       /* coordinator -> aggregator: a worker was dropped */    \
     X(FINAL, 27)      /* worker -> coordinator: gssp, last clock, then BYE */  \
     X(FAILED, 28)     /* rank -> coordinator: a failure seen; ABORT answers */ \
-    X(DROPPED, 29)    /* coordinator -> worker: the job goes on without it */
+    X(DROPPED, 29)    /* coordinator -> worker: the job goes on without it */  \
+    X(LR, 30)         /* worker -> aggregator: learning rate from a clock */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without FAILED) is refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 2
+#define ENG_PROTO_VERSION 3
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

@@ -209,7 +209,10 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
 void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
 {
     const eng_layout_t *lay = ctx->worker->layout;
-    while (l->qlen > 0 && l->have_slots) {
+    /* Control messages go first: no write overtakes a ROUND or LR still
+     * waiting in the backlog, so aggregators see them before the clock's
+     * gradients. */
+    while (l->qlen > 0 && l->have_slots && !ctx->msgs.head) {
         const eng_post_t *e = &l->q[l->qhead];
         uint32_t npieces =
             e->kind == ENG_OP_TOPK ? 1 : lay->parts[e->part].npieces;
@@ -565,6 +568,23 @@ static void eng_worker_flush(strata_ctx_t *ctx)
 
 /* ---- commands ---- */
 
+/* ENG_CMD_LR: every aggregator hears it before any write of its clock
+ * (writes wait for the control backlog: eng_link_post). */
+static void eng_worker_send_lr(strata_ctx_t *ctx, const eng_cmd_t *cmd)
+{
+    unsigned char buf[32];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LR);
+    eng_put_i64(&m, cmd->u.lr.clock);
+    eng_put_f64(&m, cmd->u.lr.lr);
+    strata_status_t st = eng_worker_send_aggs(ctx, &m);
+    if (st != STRATA_OK)
+        eng_fail(ctx, st,
+                 "cannot send the learning rate to the aggregators: "
+                 "%s",
+                 strata_strerror(st));
+}
+
 static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
 {
     eng_worker_t *w = ctx->worker;
@@ -578,6 +598,11 @@ static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
     if (cmd->type == ENG_CMD_EPOCH) {
         if (st == STRATA_OK)
             eng_gssp_cmd(ctx, cmd);
+        return;
+    }
+    if (cmd->type == ENG_CMD_LR) {
+        if (st == STRATA_OK)
+            eng_worker_send_lr(ctx, cmd);
         return;
     }
     if (st != STRATA_OK && cmd->type != ENG_CMD_FINALIZE &&
@@ -610,6 +635,7 @@ static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
     case ENG_CMD_QUERY:
     case ENG_CMD_ROUND:
     case ENG_CMD_EPOCH:
+    case ENG_CMD_LR:
         return; /* taken above */
     }
     eng_req_complete(ctx, req, st);

@@ -161,6 +161,17 @@ strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
     return STRATA_OK;
 }
 
+/* The learning rate of the aggregators' SGD from the first clock this
+ * worker has not begun to push. */
+strata_status_t eng_worker_set_lr(strata_ctx_t *ctx, double lr)
+{
+    const eng_worker_api_t *api = &ctx->worker->api;
+    eng_cmd_t cmd = {.type = ENG_CMD_LR};
+    cmd.u.lr.clock = api->clock + (api->npushed > 0);
+    cmd.u.lr.lr = lr;
+    return eng_cmd_submit(ctx, &cmd);
+}
+
 /* ---- pulls ---- */
 
 strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,

@@ -221,6 +221,17 @@ strata_status_t strata_wait(strata_request_t **req, int timeout_ms);
 /* Like strata_wait() without waiting: *done_out is true when it completed. */
 strata_status_t strata_test(strata_request_t **req, bool *done_out);
 
+/* STRATA_OPTIMIZER=sgd (bsp, ssp, asp, gssp): the aggregators' learning
+ * rate from now on, for a schedule (an LR scheduler's steps). It applies
+ * from the first clock this worker has not begun to push (the next
+ * strata_step's; the current one's while none of its tensors was pushed),
+ * on every aggregator from that same clock, so every shard of the model
+ * changes at once. Every worker announces the same change at the same clock
+ * (identical schedulers do): an aggregator keeps the first announcement of a
+ * clock. strata_setting still reports the job's initial STRATA_LR. Under
+ * gssp after a regroup the clock is the group's. */
+strata_status_t strata_set_lr(strata_ctx_t *ctx, double lr);
+
 /* One training step: push every gradient of the current clock, then wait
  * until the parameters hold the model for the next one. */
 strata_status_t strata_step(strata_ctx_t *ctx);

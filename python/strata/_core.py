@@ -166,8 +166,10 @@ class Context:
         return buf.value.decode()
 
     def set_lr(self, lr):
-        raise StrataError(_lib.STATUS["STRATA_ERR_UNSUPPORTED"],
-                          "changing the learning rate during training")
+        """The aggregators' SGD learning rate from the first clock this
+        worker has not begun to push (strata_set_lr)."""
+        _check(_c.strata_set_lr(self._handle(), float(lr)),
+               f"strata_set_lr({lr})", self)
 
     # ---- queries ----
     @property

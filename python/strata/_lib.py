@@ -95,6 +95,7 @@ PROTOTYPES = {
     "strata_wait": ("strata_status_t", ("strata_request_t **", "int")),
     "strata_test": ("strata_status_t", ("strata_request_t **", "bool *")),
     "strata_step": ("strata_status_t", ("strata_ctx_t *",)),
+    "strata_set_lr": ("strata_status_t", ("strata_ctx_t *", "double")),
     "strata_epoch_end": ("strata_status_t", ("strata_ctx_t *", "double")),
     "strata_round_ready": ("strata_status_t",
                            ("strata_ctx_t *", "double", "bool *")),

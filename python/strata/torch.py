@@ -249,6 +249,8 @@ class _DistributedOptimizer:
         p.grad = slot.grad
 
     def _push(self, slots):
+        if not any(s.pushed for s in self._slots):
+            self._check_lr()  # a scheduler's change, from this clock on
         for s in slots:
             if s.is_buffer:
                 s.grad.copy_(s.tensor)
@@ -275,7 +277,6 @@ class _DistributedOptimizer:
         if self._rounds:
             return self._round_step()
         self._compute += time.perf_counter() - self._step_started
-        self._check_lr()
         left = [s for s in self._slots if not s.pushed]
         if left:  # unused in this forward pass, or buffers
             self._push(left)
@@ -310,7 +311,9 @@ class _DistributedOptimizer:
         return None
 
     def _check_lr(self):
-        if self._sum:
+        """With the aggregators' SGD, an LR scheduler's change reaches them
+        (strata_set_lr) before this clock's first push."""
+        if self._sum or self._rounds:
             return
         lrs = {float(g["lr"]) for g in self.param_groups}
         if len(lrs) > 1:

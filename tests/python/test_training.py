@@ -70,6 +70,15 @@ def test_checkpoint_loaded_before_wrapping_is_everyones_start(results):
     assert w0["after_step"] == w1["after_step"]
 
 
+def test_lr_scheduler_reaches_the_aggregators(results):
+    # StepLR halved the rate after steps 2, 4, 6 (strata_set_lr); without the
+    # change reaching the aggregators the model would drift from this
+    w0, w1 = both(results, "lr_schedule")
+    assert w0["lr"] == pytest.approx(0.1 * 0.5 ** 3)
+    assert w0["params"] == w1["params"]
+    assert w0["ref_diff"] < 1e-5 and w1["ref_diff"] < 1e-5
+
+
 def test_sum_mode_local_adam_param_groups_scheduler_batchnorm(results):
     w0, w1 = both(results, "sum")
     assert w0["initial_diff"] == 0.0

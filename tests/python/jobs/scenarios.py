@@ -15,12 +15,14 @@ import traceback
 
 import strata
 
-SCENARIOS = ["bsp", "resume", "sum", "many_requests", "ssp", "asp", "gssp",
-             "gssp_gdtopk", "esync", "fedavg"]
+SCENARIOS = ["bsp", "resume", "lr_schedule", "sum", "many_requests", "ssp",
+             "asp", "gssp", "gssp_gdtopk", "esync", "fedavg"]
 SETTINGS = {
     "bsp": {"STRATA_POLICY": "bsp", "STRATA_LR": "0.05",
             "STRATA_MOMENTUM": "0.9", "STRATA_WEIGHT_DECAY": "0.001"},
     "resume": {"STRATA_POLICY": "bsp"},
+    "lr_schedule": {"STRATA_POLICY": "bsp", "STRATA_LR": "0.1",
+                    "STRATA_MOMENTUM": "0.9"},
     "sum": {"STRATA_POLICY": "bsp", "STRATA_OPTIMIZER": "sum"},
     "many_requests": {"STRATA_POLICY": "bsp", "STRATA_OPTIMIZER": "sum"},
     "ssp": {"STRATA_POLICY": "ssp", "STRATA_STALENESS": "2",
@@ -110,6 +112,42 @@ def run_resume(ctx, out, common, torch, st):
     torch.nn.functional.cross_entropy(model(x), y).backward()
     opt.step()
     out["after_step"] = common.flat(model.parameters()).tolist()
+
+
+def run_lr_schedule(ctx, out, common, torch, st):
+    """An LR scheduler with the aggregators' SGD: StepLR halves the rate
+    every 2 steps; the model matches a reference that does the same."""
+    torch.manual_seed(50)
+    model = common.Net()
+    opt = st.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+        model.named_parameters(), context=ctx)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    ref = copy.deepcopy(model)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+    ref_sched = torch.optim.lr_scheduler.StepLR(ref_opt, step_size=2,
+                                                gamma=0.5)
+    for step in range(6):
+        opt.zero_grad()
+        x, y = common.batch(ctx.worker_index, step)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+        sched.step()
+        grads = []
+        for w in range(ctx.num_workers):
+            ref.zero_grad()
+            xw, yw = common.batch(w, step)
+            torch.nn.functional.cross_entropy(ref(xw), yw).backward()
+            grads.append([p.grad.clone() for p in ref.parameters()])
+        for i, p in enumerate(ref.parameters()):
+            p.grad = sum(g[i] for g in grads) / ctx.num_workers
+        ref_opt.step()
+        ref_sched.step()
+    params = common.flat(model.parameters())
+    out["params"] = params.tolist()
+    out["ref_diff"] = float((params - common.flat(ref.parameters()))
+                            .abs().max())
+    out["lr"] = opt.param_groups[0]["lr"]
 
 
 def run_sum(ctx, out, common, torch, st):
@@ -236,7 +274,8 @@ def main():
         out = {"dir": args.out}
         started = time.monotonic()
         try:
-            if name in ("bsp", "resume", "sum", "many_requests"):
+            if name in ("bsp", "resume", "lr_schedule", "sum",
+                        "many_requests"):
                 globals()["run_" + name](ctx, out, common, torch, st)
             else:
                 run_converge(ctx, out, common, torch, st, name)
