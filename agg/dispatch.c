@@ -259,7 +259,7 @@ const char *strata_simd_name(void)
     return ops ? agg_isa_name(ops->isa) : NULL;
 }
 
-int strata_simd_supported(const char *isa)
+bool strata_simd_supported(const char *isa)
 {
     int family = agg_isa_parse(isa);
     return family >= 0 && agg_ops_for((agg_isa_t)family) != NULL;

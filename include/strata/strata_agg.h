@@ -55,8 +55,8 @@ strata_status_t strata_simd_select(const char *isa);
  * (STRATA_SIMD) is invalid. */
 const char *strata_simd_name(void);
 
-/* 1 when this CPU can run the named path, 0 otherwise. */
-int strata_simd_supported(const char *isa);
+/* Whether this CPU can run the named path. */
+bool strata_simd_supported(const char *isa);
 
 /* ---- reductions --------------------------------------------------------- */
 
@@ -115,7 +115,7 @@ typedef struct strata_sgd {
     float momentum;     /* mu; 0: plain SGD (the momentum buffer may be NULL) */
     float weight_decay; /* L2 coefficient added to the gradient */
     float grad_scale;   /* gradients are first multiplied by this (e.g. 1/N) */
-    int nesterov;       /* nonzero: Nesterov momentum */
+    bool nesterov;      /* Nesterov momentum */
 } strata_sgd_t;
 
 /*

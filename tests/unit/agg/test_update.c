@@ -31,7 +31,7 @@ static void sgd_matches_pytorch_by_hand(void **state)
     assert_float_equal(v, 4.22f, 1e-5);
     assert_float_equal(w, 1.4f - 2.11f, 1e-5);
     /* Nesterov: d = g + mu * v */
-    p.nesterov = 1;
+    p.nesterov = true;
     w = 2.0f, v = 0.0f;
     assert_int_equal(strata_sgd_update(&p, STRATA_FP32, &w, &v, &g1, 1),
                      STRATA_OK);
@@ -83,7 +83,7 @@ static void every_path_matches_scalar(void **state)
          .momentum = 0.5f,
          .weight_decay = 0.1f,
          .grad_scale = 1.0f / 3.0f,
-         .nesterov = 1},
+         .nesterov = true},
     };
     for (size_t t = 0; t < agg_impl_count(); t++) {
         const agg_ops_t *ops = agg_impl(t);
