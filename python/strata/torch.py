@@ -93,6 +93,9 @@ class _DistributedOptimizer:
         self._passes = backward_passes_per_step
         self._epoch_steps = epoch_steps
         self._steps = 0
+        # Whether the last step() left the global model in the parameters:
+        # always with gradient policies, at a round's end with rounds.
+        self.synced = True
         self._compute = 0.0  # seconds outside step() in this epoch (gssp)
         self._pending = []
         self._grad_accs = []
@@ -304,7 +307,8 @@ class _DistributedOptimizer:
         super(self.__class__, self).step()
         now = time.perf_counter()
         seconds = max(now - self._step_started, 1e-9)
-        if self._ctx.round_ready(seconds):
+        self.synced = self._ctx.round_ready(seconds)
+        if self.synced:
             self._ctx.round_sync()
         self._steps += 1
         self._step_started = time.perf_counter()

@@ -1,0 +1,400 @@
+#!/usr/bin/python3
+"""Fashion-MNIST with a torchvision CNN, trained through Strata.
+
+Under a launcher every rank runs this script: aggregators serve, workers
+train with strata.torch.DistributedOptimizer under the job's STRATA_POLICY.
+
+    STRATA_POLICY=gssp PYTHONPATH=build/python \\
+        build/bin/strata-run -n 4 -a 1 -- /usr/bin/python3 examples/torch/fashion_mnist.py
+
+Started directly, it is the driver: it launches one such job per policy
+(strata-run next to the libstrata it loads), prints their progress and a
+time-to-accuracy table, and draws accuracy against time:
+
+    PYTHONPATH=build/python /usr/bin/python3 examples/torch/fashion_mnist.py \\
+        --compare bsp,gssp,esync --speeds 1,1,1,8 --plot fmnist.png
+
+Workers are slowed as strata-train's --speeds does: a worker with factor f
+pads every step by sleeping until f x the base step time after it began, the
+base lying above the real compute time, so its speed is its factor rather
+than how the cores are shared. Worker 0 reports: it evaluates on a test
+subset every --eval-every seconds of training while every worker pauses
+(the pause is not counted as training time), and prints one line each time.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+DATA_DIR = "/usr/share/datasets/fashion-mnist"
+POLICIES = ("bsp", "ssp", "asp", "gssp", "esync", "fedavg")
+LAUNCHER_VARS = ("STRATA_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                 "SLURM_PROCID", "RANK")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", choices=("alexnet", "resnet18"),
+                    default="alexnet")
+    ap.add_argument("--policy", choices=POLICIES,
+                    help="driver: the one policy to run (default bsp)")
+    ap.add_argument("--compare", help="driver: policies, comma-separated")
+    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--aggregators", type=int, default=1)
+    ap.add_argument("--speeds", default="",
+                    help="slow-down factor per worker: 1,1,2,8 or 1x3,8x1")
+    ap.add_argument("--base-ms", type=float, default=0,
+                    help="step time of a x1 worker (0: the driver measures "
+                         "a step and allows for the cores being shared)")
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--train-size", type=int, default=0,
+                    help="train on a seeded subset (0: all 60000)")
+    ap.add_argument("--test-size", type=int, default=1000)
+    ap.add_argument("--target-acc", type=float, default=0.80)
+    ap.add_argument("--budget", type=float, default=120,
+                    help="training seconds per policy")
+    ap.add_argument("--stop-at-target", action="store_true",
+                    help="end a policy's run once it reaches the target")
+    ap.add_argument("--eval-every", type=float, default=5.0,
+                    help="seconds of training between evaluations")
+    ap.add_argument("--epoch-steps", type=int, default=20,
+                    help="gssp: steps between the epoch ends that regroup")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data", default=DATA_DIR)
+    ap.add_argument("--json", help="driver: write the results as JSON")
+    ap.add_argument("--plot", help="driver: draw accuracy against time")
+    ap.add_argument("--log", help="rank: write evaluations here (JSON lines)")
+    ap.add_argument("--launcher", help="driver: strata-run to use")
+    return ap.parse_args(argv)
+
+
+def parse_speeds(text, workers):
+    speeds = []
+    for item in filter(None, text.split(",")):
+        factor, _, count = item.partition("x")
+        speeds += [float(factor)] * (int(count) if count else 1)
+    speeds = speeds or [1.0] * workers
+    if len(speeds) != workers or min(speeds) <= 0:
+        sys.exit(f"--speeds {text}: need {workers} positive factors")
+    return speeds
+
+
+# ---- data and models (ranks) ----
+
+def load_idx(path):
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    dims = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big")
+             for i in range(dims)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims) \
+        .reshape(shape)
+
+
+def load_data(args, worker, workers, torch):
+    def images(name):
+        x = torch.from_numpy(load_idx(os.path.join(args.data, name)).copy())
+        return ((x.float() / 255.0 - 0.2860) / 0.3530).unsqueeze(1)
+
+    def labels(name):
+        return torch.from_numpy(
+            load_idx(os.path.join(args.data, name)).copy()).long()
+    x, y = images("train-images-idx3-ubyte.gz"), \
+        labels("train-labels-idx1-ubyte.gz")
+    g = torch.Generator().manual_seed(args.seed)
+    order = torch.randperm(len(y), generator=g)
+    if args.train_size:
+        order = order[:args.train_size]
+    mine = order[worker::workers]  # this worker's shard
+    tx = images("t10k-images-idx3-ubyte.gz")[:args.test_size]
+    ty = labels("t10k-labels-idx1-ubyte.gz")[:args.test_size]
+    return x[mine], y[mine], tx, ty
+
+
+def make_model(name, torch):
+    nn = torch.nn
+    if name == "resnet18":
+        import torchvision
+        m = torchvision.models.resnet18(num_classes=10)
+        m.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3,
+                            bias=False)  # one input channel
+        return m
+    # AlexNet-like: 5 convolutions, 3 fully connected layers, 3.0 M params.
+    return nn.Sequential(
+        nn.Conv2d(1, 64, 3, padding=1), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2),
+        nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2),
+        nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(inplace=True),
+        nn.Conv2d(256, 128, 3, padding=1), nn.ReLU(inplace=True),
+        nn.MaxPool2d(2), nn.Flatten(),
+        nn.Linear(128 * 3 * 3, 1024), nn.ReLU(inplace=True),
+        nn.Dropout(0.5),
+        nn.Linear(1024, 512), nn.ReLU(inplace=True), nn.Dropout(0.5),
+        nn.Linear(512, 10))
+
+
+def evaluate(model, tx, ty, torch):
+    was = model.training
+    model.eval()
+    correct, loss = 0, 0.0
+    with torch.no_grad():
+        for i in range(0, len(ty), 250):
+            out = model(tx[i:i + 250])
+            loss += float(torch.nn.functional.cross_entropy(
+                out, ty[i:i + 250], reduction="sum"))
+            correct += int((out.argmax(1) == ty[i:i + 250]).sum())
+    model.train(was)
+    return correct / len(ty), loss / len(ty)
+
+
+class Pause:
+    """Worker 0 pauses every worker while it evaluates: a file in a
+    directory every rank of this host sees; others wait at a step's start."""
+
+    def __init__(self, directory):
+        self.path = os.path.join(directory, "pause") if directory else None
+
+    def hold(self):
+        if self.path:
+            open(self.path, "w").close()
+
+    def release(self):
+        if self.path and os.path.exists(self.path):
+            os.unlink(self.path)
+
+    def wait(self, limit_s=60.0):
+        start = time.monotonic()
+        while self.path and os.path.exists(self.path) and \
+                time.monotonic() - start < limit_s:
+            time.sleep(0.002)
+
+
+def run_rank(args):
+    import strata
+    strata.init()  # aggregator ranks serve here and exit
+    import torch
+    import strata.torch as st
+
+    torch.set_num_threads(1)
+    ctx = st.context()
+    me, workers = ctx.worker_index, ctx.num_workers
+    policy = ctx.setting("policy")
+    speeds = parse_speeds(args.speeds, workers)
+    x, y, tx, ty = load_data(args, me, workers, torch)
+    torch.manual_seed(args.seed)
+    model = make_model(args.model, torch)
+    if policy in ("esync", "fedavg") or ctx.setting("optimizer") == "sum":
+        inner = torch.optim.SGD(model.parameters(), lr=args.lr,
+                                momentum=args.momentum)
+    else:  # the aggregators' SGD: the job's lr and momentum
+        inner = torch.optim.SGD(model.parameters(), lr=float(ctx.setting("lr")),
+                                momentum=float(ctx.setting("momentum")),
+                                weight_decay=float(ctx.setting("weight_decay")))
+    opt = st.DistributedOptimizer(inner, model.named_parameters(),
+                                  named_buffers=model.named_buffers(),
+                                  epoch_steps=args.epoch_steps)
+    loss_fn = torch.nn.functional.cross_entropy
+    pause = Pause(os.environ.get("STRATA_EXT_PY_EXAMPLE_DIR"))
+    base = args.base_ms / 1e3
+    log = open(args.log, "a") if args.log and me == 0 else None
+    steps, trained, since_eval, reached = 0, 0.0, 0.0, None
+    g = torch.Generator().manual_seed(args.seed + me)
+    while trained < args.budget:
+        order = torch.randperm(len(y), generator=g)
+        for i in range(0, len(order) - args.batch + 1, args.batch):
+            pause.wait()
+            began = time.monotonic()
+            idx = order[i:i + args.batch]
+            opt.zero_grad()
+            loss_fn(model(x[idx]), y[idx]).backward()
+            opt.step()
+            if base == 0:  # calibrate: 1.5 x the first compute times
+                base = 1.5 * (time.monotonic() - began) if steps >= 2 else 0
+            pad = speeds[me] * base - (time.monotonic() - began)
+            if pad > 0:
+                time.sleep(pad)
+            steps += 1
+            spent = time.monotonic() - began
+            trained += spent
+            since_eval += spent
+            # The global model is in the parameters after every step, or at
+            # a round's end (esync, fedavg): evaluate only then.
+            if me != 0 or since_eval < args.eval_every or not opt.synced:
+                if trained >= args.budget:
+                    break
+                continue
+            since_eval = 0.0
+            pause.hold()
+            acc, loss = evaluate(model, tx, ty, torch)
+            pause.release()
+            if reached is None and acc >= args.target_acc:
+                reached = trained
+            line = {"policy": policy, "t": trained, "acc": acc, "loss": loss,
+                    "steps": steps, "clock": ctx.clock, "group": ctx.group}
+            print(f"{policy:8s} {trained:8.1f} s  acc {acc:.4f}  loss "
+                  f"{loss:.3f}  steps {steps}  clock {ctx.clock}", flush=True)
+            if log:
+                log.write(json.dumps(line) + "\n")
+                log.flush()
+            if trained >= args.budget or (reached and args.stop_at_target):
+                break
+        if trained >= args.budget or (reached and args.stop_at_target):
+            break
+    if log:
+        log.write(json.dumps({"policy": policy, "end": True, "steps": steps,
+                              "base_s": base, "reached": reached}) + "\n")
+        log.close()
+    pause.release()
+    st.finalize()
+
+
+# ---- the driver ----
+
+def launcher_path(args):
+    if args.launcher:
+        return args.launcher
+    import strata._lib as lib
+    guess = os.path.join(os.path.dirname(os.path.dirname(
+        os.path.realpath(lib.path))), "bin", "strata-run")
+    return guess if os.path.exists(guess) else shutil.which("strata-run")
+
+
+def calibrate(args):
+    """The x1 step time: a step of the model measured here, times the
+    workers sharing each core, with a margin, so that padding, not the
+    contention for cores, sets every worker's pace."""
+    import torch
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    torch.set_num_threads(1)
+    model = make_model(args.model, torch)
+    x = torch.randn(args.batch, 1, 28, 28)
+    y = torch.randint(0, 10, (args.batch,))
+    times = []
+    for _ in range(4):
+        t = time.perf_counter()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        times.append(time.perf_counter() - t)
+    step = sorted(times)[1]
+    share = max(1.0, args.workers / (os.cpu_count() or 1))
+    base = 1.3 * step * share
+    print(f"calibration: a {args.model} step takes {step * 1e3:.0f} ms here; "
+          f"{args.workers} workers on {os.cpu_count()} cores: x1 step "
+          f"{base * 1e3:.0f} ms", flush=True)
+    return base * 1e3
+
+
+def run_policy(args, policy, launcher, workdir):
+    log = os.path.join(workdir, f"{policy}.jsonl")
+    env = dict(os.environ, STRATA_POLICY=policy,
+               STRATA_EXT_PY_EXAMPLE_DIR=workdir,
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env.setdefault("STRATA_LR", str(args.lr))
+    env.setdefault("STRATA_MOMENTUM", str(args.momentum))
+    if policy == "ssp":
+        env.setdefault("STRATA_STALENESS", "3")
+    argv = sys.argv[1:] + ["--base-ms", str(args.base_ms)]
+    cmd = [launcher, "-n", str(args.workers), "-a", str(args.aggregators),
+           "--", sys.executable, os.path.abspath(__file__)] + argv + \
+          ["--log", log]
+    started = time.monotonic()
+    proc = subprocess.run(cmd, env=env)
+    wall = time.monotonic() - started
+    evals, end = [], {}
+    if os.path.exists(log):
+        for line in open(log):
+            rec = json.loads(line)
+            (end.update(rec) if rec.get("end") else evals.append(rec))
+    return {"policy": policy, "status": proc.returncode, "wall_s": wall,
+            "evals": evals, "reached_s": end.get("reached"),
+            "steps": end.get("steps"), "base_s": end.get("base_s"),
+            "final_acc": evals[-1]["acc"] if evals else None}
+
+
+def print_table(args, results):
+    ref = next((r for r in results if r["policy"] == "bsp"), results[0])
+    print(f"\ntime to {args.target_acc:.0%} test accuracy ({args.model}, "
+          f"{args.workers} workers, speeds {args.speeds or 'all x1'}):")
+    print(f"{'policy':8s} {'to target':>10s} {'speed-up':>9s} "
+          f"{'final acc':>9s} {'steps w0':>9s} {'job s':>7s}")
+    for r in results:
+        to = f"{r['reached_s']:.1f} s" if r["reached_s"] else "not reached"
+        up = f"{ref['reached_s'] / r['reached_s']:.2f}x" \
+            if r["reached_s"] and ref["reached_s"] else "-"
+        acc = f"{r['final_acc']:.4f}" if r["final_acc"] is not None else "-"
+        print(f"{r['policy']:8s} {to:>10s} {up:>9s} {acc:>9s} "
+              f"{r['steps'] or 0:>9d} {r['wall_s']:>7.0f}"
+              + ("" if r["status"] == 0 else f"  (exit {r['status']})"))
+
+
+def plot(args, results, path):
+    if not shutil.which("gnuplot"):
+        print("no gnuplot (apt-get install gnuplot-nox): no plot",
+              file=sys.stderr)
+        return
+    lines = ["set terminal pngcairo size 900,560 noenhanced",
+             f"set output '{path}'",
+             f"set title 'Fashion-MNIST {args.model}, speeds "
+             f"{args.speeds or 'x1'}: test accuracy'",
+             "set xlabel 'training time (s)'", "set ylabel 'test accuracy'",
+             "set key bottom right", "set grid", "set yrange [0:1]"]
+    series = [f"{args.target_acc} with lines dashtype 2 lc 'gray' "
+              f"title 'target'"]
+    data = []
+    for r in results:
+        series.append(f"'-' with linespoints title '{r['policy']}'")
+        data.append("\n".join(f"{e['t']} {e['acc']}" for e in r["evals"])
+                    + "\ne")
+    script = "\n".join(lines) + "\nplot " + ", ".join(series) + "\n" + \
+        "\n".join(data) + "\n"
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+    print(f"plot: {path}")
+
+
+def run_driver(args):
+    policies = args.compare.split(",") if args.compare else \
+        [args.policy or "bsp"]
+    for p in policies:
+        if p not in POLICIES:
+            sys.exit(f"unknown policy '{p}' (one of {', '.join(POLICIES)})")
+    parse_speeds(args.speeds, args.workers)
+    launcher = launcher_path(args)
+    if not launcher:
+        sys.exit("strata-run not found: give --launcher PATH")
+    if not args.base_ms:
+        args.base_ms = calibrate(args)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="strata-fmnist-",
+                                     dir="/dev/shm" if os.path.isdir(
+                                         "/dev/shm") else None) as workdir:
+        for p in policies:
+            results.append(run_policy(args, p, launcher, workdir))
+    print_table(args, results)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"args": vars(args), "results": results}, f, indent=1)
+    if args.plot:
+        plot(args, results, args.plot)
+    return 0 if all(r["status"] == 0 for r in results) else 1
+
+
+def main():
+    args = parse_args()
+    if any(v in os.environ for v in LAUNCHER_VARS):
+        run_rank(args)
+        return 0
+    return run_driver(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
