@@ -272,6 +272,7 @@ static strata_status_t eng_send_hello(strata_ctx_t *ctx)
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_HELLO);
     eng_put_u32(&w, ENG_HELLO_MAGIC);
     eng_put_u16(&w, ENG_PROTO_VERSION);
+    eng_put_u64(&w, ctx->launch.incarnation);
     eng_put_u32(&w, (uint32_t)ctx->rank);
     eng_put_u32(&w, (uint32_t)ctx->size);
     eng_put_u32(&w, (uint32_t)ctx->naggs);
@@ -363,6 +364,20 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
         ctx->role_ops->on_welcome(ctx);
 }
 
+/* The coordinator at our address runs another job (the previous one on
+ * the same address, still finishing): ours may not have started yet. */
+static void eng_boot_refused(strata_ctx_t *ctx, eng_peer_t *peer,
+                             const char *reason)
+{
+    snprintf(ctx->join_last_why, sizeof(ctx->join_last_why),
+             "the coordinator there refused us: %.200s", reason);
+    util_debug("%s (retrying)", ctx->join_last_why);
+    ctx->join_last_error = STRATA_ERR_MISMATCH;
+    eng_peer_close(peer);
+    peer->up = false;
+    eng_boot_later(ctx, true);
+}
+
 static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
                              eng_rbuf_t *r)
 {
@@ -383,6 +398,10 @@ static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         eng_fail(ctx, st, "the job failed: %s", reason);
         break;
     }
+    case ENG_MSG_REFUSED:
+        eng_get_str(r, reason, sizeof(reason));
+        eng_boot_refused(ctx, peer, eng_rbuf_ok(r) ? reason : "(malformed)");
+        break;
     case ENG_MSG_DROPPED:
         eng_get_str(r, reason, sizeof(reason));
         eng_fail(ctx, STRATA_ERR_PEER,

@@ -232,11 +232,31 @@ static void eng_send_roster(strata_ctx_t *ctx, eng_member_t *m)
     eng_send(&m->peer, &w, NULL);
 }
 
+/* A HELLO of another job on this address (the next job, started while
+ * this one still runs, or a stale rank of a previous one): it is told, and
+ * tries again, while this job goes on. */
+static void eng_coord_refuse(eng_member_t *m, int rank, int size)
+{
+    char why[256];
+    snprintf(why, sizeof(why),
+             "it runs another job (rank %d of %d of a job with another "
+             "launcher job id, or a later job of the same processes)",
+             rank, size);
+    util_info("refused %s (pid %d on %s): %s", eng_peer_name(&m->peer), m->pid,
+              m->host_id, why);
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_REFUSED);
+    eng_put_str(&w, why);
+    eng_send(&m->peer, &w, NULL); /* it closes the connection */
+}
+
 static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
 {
     eng_coord_t *c = ctx->coord;
     uint32_t magic = eng_get_u32(r);
     unsigned version = eng_get_u16(r);
+    uint64_t incarnation = eng_get_u64(r);
     int rank = (int)eng_get_u32(r), size = (int)eng_get_u32(r);
     int naggs = (int)eng_get_u32(r);
     m->pid = (int)eng_get_u32(r);
@@ -246,6 +266,10 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
                  "%s sent a malformed HELLO (another program, or a "
                  "different version of Strata)",
                  eng_member_name(m));
+        return;
+    }
+    if (incarnation != ctx->launch.incarnation) {
+        eng_coord_refuse(m, rank, size);
         return;
     }
     if (size != ctx->size || naggs != ctx->naggs || rank < 0 || rank >= size ||
@@ -273,9 +297,15 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     c->by_rank[rank] = m;
     util_debug("%s joined (%d of %d)", eng_member_name(m), c->nhello + 1,
                ctx->size);
-    if (++c->nhello == ctx->size)
-        for (int i = 0; i < ctx->size; i++)
-            eng_send_roster(ctx, c->by_rank[i]);
+    if (++c->nhello < ctx->size)
+        return;
+    for (int i = 0; i < ctx->size; i++)
+        eng_send_roster(ctx, c->by_rank[i]);
+    /* Nobody else may join: the next job on this address must find no
+     * listener (and retry) rather than this job. */
+    tp_listener_close(ctx->coord_listener);
+    ctx->coord_listener = NULL;
+    util_debug("every rank joined: the coordinator stops listening");
 }
 
 /* ---- layout ---- */

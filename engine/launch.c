@@ -2,6 +2,8 @@
 #include "engine/launch.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +118,29 @@ static strata_status_t eng_launch_check(const eng_launch_t *l,
     return STRATA_OK;
 }
 
+/* FNV-1a over the launcher's job id variables and the number of jobs this
+ * process started before. */
+static uint64_t eng_launch_incarnation(void)
+{
+    static const char *const vars[] = {
+        "SLURM_JOB_ID",        "SLURM_STEP_ID",
+        "PMIX_NAMESPACE",      "OMPI_MCA_ess_base_jobid",
+        "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
+    };
+    static _Atomic uint64_t jobs;
+    uint64_t h = 14695981039346656037ull;
+    char buf[32];
+    snprintf(buf, sizeof(buf), "#%llu", (unsigned long long)jobs++);
+    for (size_t i = 0; i <= sizeof(vars) / sizeof(*vars); i++) {
+        const char *v =
+            i < sizeof(vars) / sizeof(*vars) ? getenv(vars[i]) : buf;
+        for (const char *p = v ? v : ""; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = (h ^ ';') * 1099511628211ull;
+    }
+    return h;
+}
+
 strata_status_t eng_launch_detect(const eng_config_t *cfg,
                                   eng_launch_t *launch_out)
 {
@@ -144,6 +169,7 @@ strata_status_t eng_launch_detect(const eng_config_t *cfg,
         st = eng_launch_coord(cfg, &l);
     if (st != STRATA_OK)
         return st;
+    l.incarnation = eng_launch_incarnation();
     *launch_out = l;
     return STRATA_OK;
 }

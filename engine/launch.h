@@ -28,6 +28,13 @@ typedef struct eng_launch {
     const char *launcher; /* which environment gave the rank, for messages */
     char coord[ENG_ADDR_MAX];      /* host:port, or empty with coord_file */
     char coord_file[ENG_ADDR_MAX]; /* empty unless the address is published */
+    /* Which job: the launcher's job id (Slurm job and step, the PMIx
+     * namespace, Open MPI's job id, torchrun's run id and restart count)
+     * and how many jobs this process joined before. Ranks of one job agree;
+     * one coordinator address reused by the next job (each size of
+     * strata-bench-pushpull, the next step of a batch script) tells them
+     * apart. */
+    uint64_t incarnation;
 } eng_launch_t;
 
 /* Read the environment. A missing rank, size or coordinator, a malformed

@@ -47,12 +47,14 @@
     X(FINAL, 27)      /* worker -> coordinator: gssp, last clock, then BYE */  \
     X(FAILED, 28)     /* rank -> coordinator: a failure seen; ABORT answers */ \
     X(DROPPED, 29)    /* coordinator -> worker: the job goes on without it */  \
-    X(LR, 30)         /* worker -> aggregator: learning rate from a clock */
+    X(LR, 30)         /* worker -> aggregator: learning rate from a clock */   \
+    X(REFUSED, 31)    /* coordinator -> rank: a HELLO of another job */
 
 /* HELLO's first fields: what a rank of another program or another version
- * of the protocol (e.g. without FAILED) is refused by. */
+ * of the protocol (e.g. without LR, or without the job incarnation) is
+ * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 3
+#define ENG_PROTO_VERSION 4
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,
