@@ -506,7 +506,7 @@ void tp_shm_listener_close(tp_listener_t *base)
         if (ep->listener != l)
             continue;
         ep->listener = NULL;
-        if (ep->state != TP_SHM_UP) { /* not the user's yet */
+        if (ep->state < TP_SHM_UP) { /* not the user's yet */
             tp_shm_ep_down(ep);
             tp_shm_ep_bury(ep);
         }

@@ -41,6 +41,7 @@ typedef enum tp_shm_kind {
     TP_SHM_K_DOORBELL,
 } tp_shm_kind_t;
 
+/* In order: a state below TP_SHM_UP is the handshake. */
 typedef enum tp_shm_state {
     TP_SHM_AUTH_WAIT,  /* auth.h exchange under way */
     TP_SHM_SETUP_WAIT, /* authenticated; waiting for the peer's ring */

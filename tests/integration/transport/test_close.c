@@ -74,8 +74,49 @@ static void closed_mid_batch(void **state)
     assert_int_equal(tpt_join(&srv, T_MS), 0);
 }
 
+static int unlisten_server(tp_ctx_t *ctx, tp_listener_t *l, int ctl, void *arg)
+{
+    (void)ctl, (void)arg;
+    int owner = 0;
+    char addr[128];
+    snprintf(addr, sizeof(addr), "%s", tp_listener_addr(l));
+    tpt_event_t e = tpt_expect(ctx, TP_EV_ACCEPTED, 0, T_MS);
+    tp_ep_set_ctx(e.ev.ep, &owner);
+    tpt_expect(ctx, TP_EV_DISCONNECTED, 0, T_MS);
+    tp_listener_close(l);
+    tpt_event_t more;
+    TPT_CHECK(!tpt_next(ctx, &more, 100), "event %d after the listener closed",
+              (int)more.ev.type);
+    /* A new endpoint must not take the place of one still owned (a freed
+     * one's memory is the first an allocator hands out again). */
+    tp_ep_t *next = NULL;
+    TPT_CHECK(tp_connect(ctx, addr, NULL, &next) == STRATA_OK, "connect");
+    TPT_CHECK(next != e.ev.ep && tp_ep_ctx(e.ev.ep) == &owner,
+              "the endpoint went with the listener that accepted it");
+    tp_ep_close(next);
+    tp_ep_close(e.ev.ep);
+    return 0;
+}
+
+/* The peer leaves, then the listener that accepted it closes: the endpoint,
+ * down but never closed by its owner, stays the owner's to close. */
+static void listener_closed_after_peer_left(void **state)
+{
+    (void)state;
+    tpt_peer_t srv = tpt_spawn_server("close", T_MS, unlisten_server, NULL);
+    tp_ctx_t *ctx = tpt_open("close", T_MS);
+    tp_ep_t *ep = NULL;
+    assert_int_equal(tpt_connect(ctx, srv.addr, &ep, T_MS), STRATA_OK);
+    tp_ep_close(ep);
+    assert_int_equal(tpt_join(&srv, T_MS), 0);
+    tp_close(ctx);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(closed_mid_batch)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(closed_mid_batch),
+        cmocka_unit_test(listener_closed_after_peer_left),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
