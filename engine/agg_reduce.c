@@ -50,7 +50,7 @@ static bool eng_group_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
                             eng_unit_t *u)
 {
     eng_agg_t *a = ctx->agg;
-    bool by_steps = ctx->policy->ops->rounds && ctx->policy->weight_by_steps;
+    bool by_steps = ctx->policy->weight_by_steps; /* rounds only */
     int64_t c = eng_tracker_group_clock(ap->tracker, g);
     if (c == ENG_TRACKER_INF) /* every member was dropped */
         return false;

@@ -30,8 +30,6 @@
 #include "util/alloc.h"
 #include "util/log.h"
 
-static void eng_worker_out(strata_ctx_t *ctx, int w);
-static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
 static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
                             eng_rbuf_t *r);
 static void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
@@ -303,71 +301,6 @@ static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
     return eng_send(&l->peer, &m, NULL);
 }
 
-/* A regroup's moves (gen, then worker, start, group, group clock each),
- * appended to the membership at once: the workers are frozen until every
- * aggregator has them, so none of their new pushes has come yet. */
-static strata_status_t eng_on_plan(strata_ctx_t *ctx, eng_rbuf_t *r)
-{
-    eng_agg_t *a = ctx->agg;
-    uint32_t gen = eng_get_u32(r);
-    if (gen != a->plan_gen) {
-        a->plan_gen = gen;
-        a->plan_moves = 0;
-    }
-    strata_status_t st = STRATA_OK;
-    while (st == STRATA_OK && !r->bad && r->pos < r->len) {
-        uint32_t w = eng_get_u32(r);
-        int64_t start = eng_get_i64(r);
-        uint32_t group = eng_get_u32(r);
-        int64_t clock = eng_get_i64(r);
-        if (!r->bad)
-            st = eng_members_move(a->members, w, start, group, clock);
-        a->plan_moves++;
-    }
-    return st == STRATA_OK && eng_rbuf_ok(r) ? STRATA_OK : STRATA_ERR_PROTO;
-}
-
-/* The plan is complete: make the moves that are due, and say so. */
-static strata_status_t eng_on_plan_end(strata_ctx_t *ctx, eng_rbuf_t *r)
-{
-    eng_agg_t *a = ctx->agg;
-    uint32_t gen = eng_get_u32(r), nmoves = eng_get_u32(r);
-    if (!eng_rbuf_ok(r) || gen != a->plan_gen || nmoves != a->plan_moves)
-        return STRATA_ERR_PROTO;
-    for (uint32_t i = 0; i < a->nparts; i++) {
-        eng_apart_t *ap = &a->parts[i];
-        ap->moves = 0;
-        for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++)
-            ap->moves +=
-                ap->seg_at[w] + 1 < eng_members_nsegments(a->members, w);
-        strata_status_t st = eng_agg_moves(ctx, ap);
-        if (st != STRATA_OK)
-            return st;
-        eng_try_reduce(ctx, i);
-        eng_serve(ctx, i);
-    }
-    atomic_fetch_add_explicit(&a->regroups, 1, memory_order_relaxed);
-    unsigned char buf[16];
-    eng_wbuf_t m;
-    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PLANNED);
-    eng_put_u32(&m, gen);
-    return eng_send(&ctx->coord_peer, &m, NULL);
-}
-
-static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
-{
-    uint32_t w = eng_get_u32(r);
-    if (!eng_rbuf_ok(r) || w >= (uint32_t)ctx->nworkers ||
-        !ctx->policy->ops->survives_loss)
-        return STRATA_ERR_PROTO;
-    eng_wlink_t *l = ctx->agg->links[w];
-    if (l)
-        eng_drop_link(ctx, l, "the coordinator dropped it");
-    else
-        eng_worker_out(ctx, (int)w);
-    return STRATA_OK;
-}
-
 static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
                                   eng_rbuf_t *r)
 {
@@ -377,12 +310,8 @@ static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
         st = eng_layout_rx_msg(&a->lrx, type, r, "the coordinator");
     else if (type == ENG_MSG_LAYOUT_OK && a->lrx.complete && !a->layout)
         st = eng_shard_setup(ctx);
-    else if (type == ENG_MSG_PLAN && ctx->policy->ops->regroups)
-        st = eng_on_plan(ctx, r);
-    else if (type == ENG_MSG_PLAN_END && ctx->policy->ops->regroups)
-        st = eng_on_plan_end(ctx, r);
-    else if (type == ENG_MSG_DROP)
-        st = eng_on_drop(ctx, r);
+    else if (eng_agg_policy(ctx)->on_coord_msg)
+        st = eng_agg_policy(ctx)->on_coord_msg(ctx, type, r);
     if (st != STRATA_OK)
         eng_fail(ctx, st, "cannot take message %s from the coordinator: %s",
                  eng_msg_name(type), strata_strerror(st));
@@ -586,7 +515,7 @@ static bool eng_on_params(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
 
 /* A worker that left gets no more writes: what was queued for it no longer
  * holds its partitions. */
-static void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
+void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     eng_agg_t *a = ctx->agg;
     for (; l->qlen > 0; l->qlen--, l->qhead = (l->qhead + 1) % l->qcap) {
@@ -600,7 +529,7 @@ static void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
 
 /* The worker is out of the job (it left, or it was dropped): it no longer
  * holds a group or a minimum back. Once every worker is out, serving ends. */
-static void eng_worker_out(strata_ctx_t *ctx, int w)
+void eng_agg_worker_out(strata_ctx_t *ctx, int w)
 {
     eng_agg_t *a = ctx->agg;
     if (a->dropped[w])
@@ -617,33 +546,6 @@ static void eng_worker_out(strata_ctx_t *ctx, int w)
         util_gate_raise(&ctx->served, 1);
     for (uint32_t i = 0; i < a->nparts; i++)
         eng_try_reduce(ctx, i);
-}
-
-/* Policies that survive a lost worker (esync, fedavg) drop it: nothing it
- * may still write is taken, and the others go on without it. */
-static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
-{
-    eng_agg_t *a = ctx->agg;
-    if (a->dropped[l->widx])
-        return;
-    util_warn("dropping %s: %s", eng_peer_name(&l->peer), why);
-    l->left = true;
-    l->peer.left = true;
-    eng_peer_close(&l->peer);
-    eng_wlink_forget(ctx, l);
-    atomic_fetch_add_explicit(&a->dropped_workers, 1, memory_order_relaxed);
-    eng_worker_out(ctx, l->widx);
-}
-
-static bool eng_on_round(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
-{
-    int64_t clock = eng_get_i64(r);
-    uint32_t steps = eng_get_u32(r);
-    if (!eng_rbuf_ok(r) || !ctx->policy->ops->rounds || clock < 0 || steps == 0)
-        return false;
-    l->round_clock[clock & 1] = clock;
-    l->round_steps[clock & 1] = steps;
-    return true;
 }
 
 static bool eng_on_lr(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
@@ -672,7 +574,7 @@ static void eng_on_leave(strata_ctx_t *ctx, eng_wlink_t *l)
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LEFT);
     eng_send(&l->peer, &m, NULL);
-    eng_worker_out(ctx, l->widx);
+    eng_agg_worker_out(ctx, l->widx);
 }
 
 static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
@@ -695,7 +597,8 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
             eng_serve_one(ctx, &a->parts[i], i, l->widx);
         return;
     }
-    if (ok && type == ENG_MSG_ROUND && eng_on_round(ctx, l, r))
+    const eng_agg_policy_t *pol = eng_agg_policy(ctx);
+    if (ok && pol->on_worker_msg && pol->on_worker_msg(ctx, l, type, r))
         return;
     if (ok && type == ENG_MSG_LR && eng_on_lr(ctx, l, r))
         return;
@@ -716,10 +619,8 @@ static void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
         return;
     const char *why = status == STRATA_OK ? "it closed the connection"
                                           : strata_strerror(status);
-    if (ctx->policy->ops->survives_loss) {
-        eng_drop_link(ctx, l, why);
+    if (eng_agg_policy(ctx)->lost && eng_agg_policy(ctx)->lost(ctx, l, why))
         return;
-    }
     eng_fail_soon(ctx, STRATA_ERR_PEER,
                   "%s disconnected before finalizing (killed, or its network "
                   "failed): %s",

@@ -1,10 +1,12 @@
 /*
- * The aggregator's state, shared by its two files (private to them):
+ * The aggregator's state, shared by its files (private to them):
  *   aggregator.c  joining, the shard, arrivals, model writes, messages,
  *                 drops, finalizing, metrics
  *   agg_reduce.c  when a group's clock (or, applied on arrival, a worker's
  *                 push) is complete, the reduction and update, the tracker's
  *                 advance, regrouping moves, and which pulls may be served
+ *   agg_policy.c  the policies' part: gssp's regroup plans, the rounds and
+ *                 dropped workers of esync and fedavg
  */
 #ifndef STRATA_ENGINE_AGGREGATOR_H
 #define STRATA_ENGINE_AGGREGATOR_H
@@ -96,6 +98,29 @@ struct eng_agg {
     _Atomic uint64_t regroups, dropped_workers; /* metrics */
 };
 
+/* The aggregator's part of a policy (policy.h): what it does beyond
+ * reducing groups' clocks and serving pulls. NULL: nothing. */
+struct eng_agg_policy {
+    /* A message from the coordinator that the aggregator does not take
+     * itself; STRATA_ERR_PROTO: the policy does not either. */
+    strata_status_t (*on_coord_msg)(strata_ctx_t *ctx, unsigned type,
+                                    eng_rbuf_t *r);
+    /* A message from a joined worker that the aggregator does not take
+     * itself; false: the policy does not either (or it is malformed). */
+    bool (*on_worker_msg)(strata_ctx_t *ctx, eng_wlink_t *l, unsigned type,
+                          eng_rbuf_t *r);
+    /* A worker's connection broke before it left (why: how); true: the
+     * job goes on without it. */
+    bool (*lost)(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
+};
+
+static inline const eng_agg_policy_t *eng_agg_policy(strata_ctx_t *ctx)
+{
+    static const eng_agg_policy_t none;
+    const eng_agg_policy_t *p = ctx->policy->ops->agg;
+    return p ? p : &none;
+}
+
 /* ---- agg_reduce.c ---- */
 
 /* Apply every group clock (or push, applied on arrival) of the partition
@@ -123,6 +148,11 @@ void eng_agg_lr_free(eng_agg_t *a);
 
 /* Serve partition i to every worker whose pull it now allows. */
 void eng_serve(strata_ctx_t *ctx, uint32_t i);
+/* A worker that left gets no more writes: what was queued for it no longer
+ * holds its partitions. */
+void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l);
+/* Worker w is out of the job (it left, or it was dropped). */
+void eng_agg_worker_out(strata_ctx_t *ctx, int w);
 /* Where worker l's push of `clock` for the partition lands. */
 void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
                int64_t clock);

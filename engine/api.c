@@ -16,7 +16,6 @@ static void eng_ctx_free(strata_ctx_t *ctx)
     if (ctx->coord && eng_fatal(ctx) != STRATA_OK)
         util_gate_wait(&ctx->flushed, 1, 1000);
     eng_loop_stop(ctx);
-    eng_rounds_free(ctx);
     eng_worker_free(ctx);
     eng_agg_free(ctx);
     eng_coord_free(ctx);
@@ -381,10 +380,7 @@ strata_status_t strata_commit(strata_ctx_t *ctx)
     strata_status_t st = eng_need(ctx, STRATA_ROLE_WORKER, "strata_commit");
     if (st != STRATA_OK || eng_worker_committed(ctx))
         return st;
-    st = eng_worker_commit(ctx);
-    if (st == STRATA_OK && ctx->policy->ops->rounds)
-        st = eng_rounds_create(ctx);
-    return st;
+    return eng_worker_commit(ctx);
 }
 
 /* ---- data ---- */
@@ -480,9 +476,7 @@ strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
                    iteration_seconds);
         return STRATA_ERR_INVALID;
     }
-    if (!ctx->policy->ops->regroups)
-        return STRATA_OK;
-    return eng_gssp_epoch_end(ctx, iteration_seconds);
+    return eng_worker_epoch_end(ctx, iteration_seconds);
 }
 
 static strata_status_t eng_need_rounds(strata_ctx_t *ctx, const char *fn)

@@ -52,7 +52,8 @@ strata_status_t eng_coord_create(strata_ctx_t *ctx)
     }
     ctx->coord = c;
     ctx->coord_ops = &eng_coord_role;
-    return eng_coord_policy_create(ctx);
+    const eng_coord_policy_t *pol = eng_coord_policy(ctx);
+    return pol->create ? pol->create(ctx) : STRATA_OK;
 }
 
 const char *eng_member_name(eng_member_t *m)
@@ -72,7 +73,8 @@ void eng_coord_free(strata_ctx_t *ctx)
     eng_coord_t *c = ctx->coord;
     if (!c)
         return;
-    eng_coord_policy_free(ctx);
+    if (eng_coord_policy(ctx)->free)
+        eng_coord_policy(ctx)->free(ctx);
     for (eng_member_t *m = c->members, *next; m; m = next) {
         next = m->next;
         eng_peer_close(&m->peer);
@@ -333,7 +335,8 @@ static void eng_layout_accepted(strata_ctx_t *ctx)
     for (int r = ctx->naggs; r < ctx->size; r++)
         eng_send_layout_ok(c->by_rank[r]);
     c->layout_sent = true;
-    eng_coord_policy_start(ctx);
+    if (eng_coord_policy(ctx)->start)
+        eng_coord_policy(ctx)->start(ctx);
     util_info("layout of %u tensors accepted from %d workers", ref->ntensors,
               ctx->nworkers);
 }
@@ -436,13 +439,15 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     m->metrics = json[0] ? util_strdup(json) : NULL;
     if (!m->dropped) /* a dropped worker was counted then */
         ctx->coord->nbye++;
-    eng_coord_regroup_left(ctx, m);
+    if (eng_coord_policy(ctx)->left)
+        eng_coord_policy(ctx)->left(ctx, m);
 }
 
 static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
                               unsigned type, eng_rbuf_t *r)
 {
     eng_member_t *m = peer->owner;
+    const eng_coord_policy_t *pol = eng_coord_policy(ctx);
     if (type != ENG_MSG_HELLO && !m->hello) {
         eng_fail(ctx, STRATA_ERR_PROTO, "%s sent %s before HELLO",
                  eng_member_name(m), eng_msg_name(type));
@@ -459,25 +464,12 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
     case ENG_MSG_BYE:
         eng_on_bye(ctx, m, r);
         break;
-    case ENG_MSG_QUERY:
-        eng_coord_on_query(ctx, m, r);
-        break;
-    case ENG_MSG_EPOCH:
-        eng_coord_on_epoch(ctx, m, r);
-        break;
-    case ENG_MSG_FROZEN:
-        eng_coord_on_frozen(ctx, m, r);
-        break;
-    case ENG_MSG_PLANNED:
-        eng_coord_on_planned(ctx, m, r);
-        break;
-    case ENG_MSG_FINAL:
-        eng_coord_on_final(ctx, m, r);
-        break;
     case ENG_MSG_FAILED:
         eng_on_failed(ctx, m, r);
         break;
     default:
+        if (pol->on_msg && pol->on_msg(ctx, m, type, r))
+            break;
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "%s sent an unexpected message %s (type %u)",
                  eng_member_name(m), eng_msg_name(type), type);
@@ -493,7 +485,8 @@ static void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
         return;
     const char *why = status == STRATA_OK ? "it closed the connection"
                                           : strata_strerror(status);
-    if (eng_coord_drop_lost(ctx, m, why))
+    const eng_coord_policy_t *pol = eng_coord_policy(ctx);
+    if (pol->lost && pol->lost(ctx, m, why))
         return;
     eng_fail(ctx, STRATA_ERR_PEER, "%s %s disconnected without finalizing: %s",
              m->peer.rank < ctx->naggs ? "aggregator" : "worker",

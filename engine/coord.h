@@ -1,9 +1,9 @@
 /*
  * The coordinator's state, shared by its two files (private to them):
  *   coord.c         admission, the layout check, leaving, metrics
- *   coord_policy.c  the policies' part: the ESync State Server's queries,
- *                   dropping workers that died or fell silent
- *   coord_regroup.c GSSP: epochs, grouping by speed, regrouping
+ *   coord_policy.c  esync's and fedavg's part: the ESync State Server's
+ *                   queries, dropping workers that died or fell silent
+ *   coord_regroup.c gssp's part: epochs, grouping by speed, regrouping
  */
 #ifndef STRATA_ENGINE_COORD_H
 #define STRATA_ENGINE_COORD_H
@@ -39,28 +39,29 @@ struct eng_coord {
 /* "rank 5 (pid 123 on host)" once it said HELLO, else its peer's name. */
 const char *eng_member_name(eng_member_t *m);
 
-/* ---- coord_policy.c ---- */
+/* The coordinator's part of a policy (policy.h): what it does beyond
+ * admitting ranks, checking the layout and collecting BYEs. NULL: nothing. */
+struct eng_coord_policy {
+    strata_status_t (*create)(strata_ctx_t *ctx); /* logs its failure */
+    void (*free)(strata_ctx_t *ctx);
+    /* Every worker committed: training starts. */
+    void (*start)(strata_ctx_t *ctx);
+    /* A message from a rank that the coordinator does not take itself;
+     * false: the policy does not either. */
+    bool (*on_msg)(strata_ctx_t *ctx, eng_member_t *m, unsigned type,
+                   eng_rbuf_t *r);
+    /* A worker was lost without BYE (why: how); true: the job goes on
+     * without it. */
+    bool (*lost)(strata_ctx_t *ctx, eng_member_t *m, const char *why);
+    /* A worker said BYE: it no longer takes part. */
+    void (*left)(strata_ctx_t *ctx, eng_member_t *m);
+};
 
-strata_status_t eng_coord_policy_create(strata_ctx_t *ctx);
-void eng_coord_policy_free(strata_ctx_t *ctx);
-/* Every worker committed: training starts (the State Server's round 0). */
-void eng_coord_policy_start(strata_ctx_t *ctx);
-/* A worker's QUERY to the State Server. */
-void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
-/* Whether a lost member is dropped (the job goes on) rather than fatal. */
-bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why);
-
-/* ---- coord_regroup.c ---- */
-
-typedef struct eng_regroup eng_regroup_t;
-strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx);
-void eng_coord_regroup_free(strata_ctx_t *ctx);
-void eng_coord_on_epoch(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
-void eng_coord_on_frozen(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
-void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
-/* A worker's last clock, before its BYE. */
-void eng_coord_on_final(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
-/* A worker finalized: it no longer takes part in groupings. */
-void eng_coord_regroup_left(strata_ctx_t *ctx, eng_member_t *m);
+static inline const eng_coord_policy_t *eng_coord_policy(strata_ctx_t *ctx)
+{
+    static const eng_coord_policy_t none;
+    const eng_coord_policy_t *p = ctx->policy->ops->coord;
+    return p ? p : &none;
+}
 
 #endif /* STRATA_ENGINE_COORD_H */

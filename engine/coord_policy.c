@@ -1,5 +1,5 @@
 /*
- * The coordinator's part of the policies: the ESync State Server answers
+ * The coordinator's part of esync and fedavg: the ESync State Server answers
  * workers' queries (engine/state_server.h decides), and under esync and
  * fedavg a worker that dies or falls silent is dropped, not fatal: every
  * aggregator is told (DROP) to go on without it.
@@ -9,21 +9,8 @@
 #include "engine/coord.h"
 #include "util/log.h"
 
-/* The State Server starts with training (eng_coord_policy_start). */
-strata_status_t eng_coord_policy_create(strata_ctx_t *ctx)
+static void eng_coord_ss_free(strata_ctx_t *ctx)
 {
-    strata_status_t st = STRATA_OK;
-    if (ctx->policy->ops->regroups)
-        st = eng_coord_regroup_create(ctx);
-    if (st != STRATA_OK)
-        util_error("cannot set up the coordinator's grouping: %s",
-                   strata_strerror(st));
-    return st;
-}
-
-void eng_coord_policy_free(strata_ctx_t *ctx)
-{
-    eng_coord_regroup_free(ctx);
     eng_ss_destroy(ctx->coord->ss);
     ctx->coord->ss = NULL;
 }
@@ -37,9 +24,10 @@ static uint64_t eng_tick_ns(const strata_ctx_t *ctx)
     return ns < 10000000u ? 10000000u : ns;
 }
 
-void eng_coord_policy_start(strata_ctx_t *ctx)
+/* The State Server starts with training. */
+static void eng_coord_ss_start(strata_ctx_t *ctx)
 {
-    if (!ctx->policy->ops->state_server || ctx->coord->ss)
+    if (ctx->coord->ss)
         return;
     eng_ss_params_t p;
     eng_ss_params_from_config(ctx->cfg, (uint32_t)ctx->nworkers, &p);
@@ -80,10 +68,12 @@ static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
     }
 }
 
-bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why)
+/* A worker lost once training started is dropped; before, or an
+ * aggregator, fails the job. */
+static bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m,
+                                const char *why)
 {
-    if (!ctx->policy->ops->survives_loss || m->peer.rank < ctx->naggs ||
-        !ctx->coord->layout_sent)
+    if (m->peer.rank < ctx->naggs || !ctx->coord->layout_sent)
         return false;
     eng_coord_drop(ctx, m, why);
     return true;
@@ -131,7 +121,8 @@ static void eng_answer(strata_ctx_t *ctx, eng_member_t *m, uint32_t seq,
     }
 }
 
-void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+static void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m,
+                               eng_rbuf_t *r)
 {
     eng_coord_t *c = ctx->coord;
     eng_ss_query_t q = {.worker = (uint32_t)(m->peer.rank - ctx->naggs)};
@@ -165,3 +156,23 @@ void eng_coord_on_query(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     if (st != STRATA_OK || eng_ss_must_reply(c->ss, d))
         eng_answer(ctx, m, seq, q.round, d, st, echo);
 }
+
+static bool eng_coord_esync_msg(strata_ctx_t *ctx, eng_member_t *m,
+                                unsigned type, eng_rbuf_t *r)
+{
+    if (type != ENG_MSG_QUERY)
+        return false;
+    eng_coord_on_query(ctx, m, r);
+    return true;
+}
+
+const eng_coord_policy_t eng_coord_esync = {
+    .free = eng_coord_ss_free,
+    .start = eng_coord_ss_start,
+    .on_msg = eng_coord_esync_msg,
+    .lost = eng_coord_drop_lost,
+};
+
+const eng_coord_policy_t eng_coord_fedavg = {
+    .lost = eng_coord_drop_lost,
+};

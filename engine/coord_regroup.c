@@ -27,7 +27,7 @@
 
 enum { ENG_RG_NOT_ASKED = -1, ENG_RG_ASKED = -2 }; /* frozen_at */
 
-struct eng_regroup {
+typedef struct eng_regroup {
     eng_grouping_t *grouping;
     eng_members_t *members; /* as the aggregators have them */
     uint32_t *epochs;       /* [workers]: epochs reported */
@@ -39,9 +39,9 @@ struct eng_regroup {
     int64_t *final;         /* [workers]: FINAL clock, -1 */
     uint32_t gen, waiting;  /* the regroup under way; answers awaited */
     enum { ENG_RG_IDLE, ENG_RG_FREEZING, ENG_RG_PLANNING } phase;
-};
+} eng_regroup_t;
 
-strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx)
+static strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx)
 {
     const eng_policy_t *p = ctx->policy;
     uint32_t nw = (uint32_t)ctx->nworkers;
@@ -70,7 +70,7 @@ strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx)
     return STRATA_OK;
 }
 
-void eng_coord_regroup_free(strata_ctx_t *ctx)
+static void eng_coord_regroup_free(strata_ctx_t *ctx)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     if (!rg)
@@ -140,7 +140,8 @@ static void eng_rg_go(strata_ctx_t *ctx)
     eng_rg_maybe_classify(ctx);
 }
 
-void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+static void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m,
+                                 eng_rbuf_t *r)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     uint32_t gen = eng_get_u32(r);
@@ -250,7 +251,8 @@ static void eng_rg_frozen_all(strata_ctx_t *ctx)
     }
 }
 
-void eng_coord_on_frozen(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+static void eng_coord_on_frozen(strata_ctx_t *ctx, eng_member_t *m,
+                                eng_rbuf_t *r)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     uint32_t gen = eng_get_u32(r);
@@ -326,7 +328,8 @@ static void eng_rg_maybe_classify(strata_ctx_t *ctx)
     eng_rg_freeze(ctx);
 }
 
-void eng_coord_on_epoch(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+static void eng_coord_on_epoch(strata_ctx_t *ctx, eng_member_t *m,
+                               eng_rbuf_t *r)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     uint32_t epoch = eng_get_u32(r);
@@ -348,7 +351,8 @@ void eng_coord_on_epoch(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     eng_rg_maybe_classify(ctx);
 }
 
-void eng_coord_on_final(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+static void eng_coord_on_final(strata_ctx_t *ctx, eng_member_t *m,
+                               eng_rbuf_t *r)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     int64_t clock = eng_get_i64(r);
@@ -362,7 +366,7 @@ void eng_coord_on_final(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
 }
 
 /* A worker finalized (or was dropped): it no longer takes part. */
-void eng_coord_regroup_left(strata_ctx_t *ctx, eng_member_t *m)
+static void eng_coord_regroup_left(strata_ctx_t *ctx, eng_member_t *m)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     int w = m->peer.rank - ctx->naggs;
@@ -379,3 +383,40 @@ void eng_coord_regroup_left(strata_ctx_t *ctx, eng_member_t *m)
     } else if (rg->phase == ENG_RG_IDLE)
         eng_rg_maybe_classify(ctx);
 }
+
+static strata_status_t eng_coord_gssp_create(strata_ctx_t *ctx)
+{
+    strata_status_t st = eng_coord_regroup_create(ctx);
+    if (st != STRATA_OK)
+        util_error("cannot set up the coordinator's grouping: %s",
+                   strata_strerror(st));
+    return st;
+}
+
+static bool eng_coord_gssp_msg(strata_ctx_t *ctx, eng_member_t *m,
+                               unsigned type, eng_rbuf_t *r)
+{
+    switch (type) {
+    case ENG_MSG_EPOCH:
+        eng_coord_on_epoch(ctx, m, r);
+        return true;
+    case ENG_MSG_FROZEN:
+        eng_coord_on_frozen(ctx, m, r);
+        return true;
+    case ENG_MSG_PLANNED:
+        eng_coord_on_planned(ctx, m, r);
+        return true;
+    case ENG_MSG_FINAL:
+        eng_coord_on_final(ctx, m, r);
+        return true;
+    default:
+        return false;
+    }
+}
+
+const eng_coord_policy_t eng_coord_gssp = {
+    .create = eng_coord_gssp_create,
+    .free = eng_coord_regroup_free,
+    .on_msg = eng_coord_gssp_msg,
+    .left = eng_coord_regroup_left,
+};

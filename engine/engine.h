@@ -399,39 +399,21 @@ strata_status_t eng_worker_set_lr(strata_ctx_t *ctx, double lr);
 /* strata_step's bounds: the time computing in between (gssp's speed). */
 void eng_worker_step_begin(strata_ctx_t *ctx);
 void eng_worker_step_end(strata_ctx_t *ctx);
-/* gssp regrouping: FREEZE (stop pushing at a clock boundary, say where)
- * and GO (pushes resume, in the group given). */
-void eng_worker_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r);
-void eng_worker_on_go(strata_ctx_t *ctx, eng_rbuf_t *r);
-/* gssp: an epoch ended (GDTopK's ratio and flush follow the epochs). */
-void eng_worker_epoch(strata_ctx_t *ctx, uint32_t epoch_ended);
+/* strata_epoch_end, its arguments checked: the policy's to take. */
+strata_status_t eng_worker_epoch_end(strata_ctx_t *ctx,
+                                     double iteration_seconds);
 /* Send a control message to every aggregator. */
 strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m);
 
 /* ---- rounds.c (esync, fedavg workers) ---- */
 
-/* After the commit: the initial model is the first global one. */
-strata_status_t eng_rounds_create(strata_ctx_t *ctx);
-void eng_rounds_free(strata_ctx_t *ctx);
 /* Application thread, for strata_round_ready and strata_round_sync (their
  * arguments checked). */
 strata_status_t eng_rounds_ready(strata_ctx_t *ctx, double step_seconds,
                                  bool *ready_out);
 strata_status_t eng_rounds_sync(strata_ctx_t *ctx);
-/* Progress thread: ENG_CMD_QUERY and ENG_CMD_ROUND. */
-void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd);
-/* Progress thread: the State Server's ANSWER. */
-void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r);
-void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status);
 
 /* ---- gssp.c (gssp workers) ---- */
-
-/* Application thread, for strata_epoch_end (its arguments checked). */
-strata_status_t eng_gssp_epoch_end(strata_ctx_t *ctx, double iteration_seconds);
-/* Progress thread: ENG_CMD_EPOCH. */
-void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd);
-/* Progress thread: RANK, the worker's group and its speed rank. */
-void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r);
 
 /* ---- aggregator.c ---- */
 

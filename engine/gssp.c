@@ -1,15 +1,18 @@
 /*
- * GSSP on a worker: strata_epoch_end reports the epoch's iteration time to
- * the coordinator (EPOCH), which groups workers by speed; RANK tells the
- * worker its group and that group's speed rank. The regroup itself
- * (FREEZE, GO) is the push path's, in worker.c.
+ * GSSP on a worker, its part of the policy: strata_epoch_end reports the
+ * epoch's iteration time to the coordinator (EPOCH), which groups workers
+ * by speed; RANK tells the worker its group and that group's speed rank.
+ * A regroup stops the worker's pushes at a clock boundary (FREEZE, FROZEN)
+ * until every aggregator has the moves (GO); finalizing, the worker says
+ * which clock it reached (FINAL).
  */
 #include <string.h>
 
 #include "engine/worker.h"
 #include "util/log.h"
 
-strata_status_t eng_gssp_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
+static strata_status_t eng_gssp_epoch_end(strata_ctx_t *ctx,
+                                          double iteration_seconds)
 {
     eng_worker_api_t *api = &ctx->worker->api;
     if (!api->pushed_at) {
@@ -36,7 +39,58 @@ strata_status_t eng_gssp_epoch_end(strata_ctx_t *ctx, double iteration_seconds)
     return st != STRATA_OK ? st : eng_fatal(ctx);
 }
 
-void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
+/* The first clock none of whose gradients has left is where the worker
+ * may change group: a clock half pushed stays in the old one. */
+static void eng_gssp_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_worker_t *w = ctx->worker;
+    uint32_t gen = eng_get_u32(r);
+    if (!eng_rbuf_ok(r) || !w->layout) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed FREEZE");
+        return;
+    }
+    w->frozen = true;
+    w->freeze_at = w->clock + (w->npushed > 0);
+    unsigned char buf[32];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_FROZEN);
+    eng_put_u32(&m, gen);
+    eng_put_i64(&m, w->freeze_at);
+    strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
+    if (st != STRATA_OK)
+        eng_fail(ctx, st, "cannot answer the coordinator's FREEZE: %s",
+                 strata_strerror(st));
+}
+
+static void eng_gssp_on_go(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_worker_t *w = ctx->worker;
+    uint32_t group = eng_get_u32(r);
+    double rank = eng_get_f64(r);
+    if (!eng_rbuf_ok(r) || !w->frozen || group >= ctx->policy->ngroups) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed GO");
+        return;
+    }
+    w->frozen = false;
+    atomic_store(&ctx->group, (int)group);
+    uint64_t bits;
+    memcpy(&bits, &rank, sizeof(bits));
+    atomic_store(&ctx->group_rank_bits, bits);
+    eng_worker_unpark(ctx);
+}
+
+static void eng_gssp_epoch(strata_ctx_t *ctx, uint32_t epoch_ended)
+{
+    eng_worker_t *w = ctx->worker;
+    if (!w->topk)
+        return;
+    uint64_t bits = atomic_load(&ctx->group_rank_bits);
+    double rank;
+    memcpy(&rank, &bits, sizeof(rank));
+    eng_topk_push_epoch(w->topk, epoch_ended, rank);
+}
+
+static void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
 {
     unsigned char buf[32];
     eng_wbuf_t m;
@@ -47,10 +101,10 @@ void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
     if (st != STRATA_OK)
         eng_fail(ctx, st, "cannot report the epoch to the coordinator: %s",
                  strata_strerror(st));
-    eng_worker_epoch(ctx, cmd->u.epoch.epoch);
+    eng_gssp_epoch(ctx, cmd->u.epoch.epoch);
 }
 
-void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r)
+static void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     uint32_t group = eng_get_u32(r);
     double rank = eng_get_f64(r);
@@ -63,3 +117,38 @@ void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r)
     memcpy(&bits, &rank, sizeof(bits));
     atomic_store(&ctx->group_rank_bits, bits);
 }
+
+static bool eng_gssp_on_coord_msg(strata_ctx_t *ctx, unsigned type,
+                                  eng_rbuf_t *r)
+{
+    switch (type) {
+    case ENG_MSG_FREEZE:
+        eng_gssp_on_freeze(ctx, r);
+        return true;
+    case ENG_MSG_GO:
+        eng_gssp_on_go(ctx, r);
+        return true;
+    case ENG_MSG_RANK:
+        eng_gssp_on_rank(ctx, r);
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Finalizing: the clocks its groups reached, never reused by a regroup. */
+static strata_status_t eng_gssp_leave(strata_ctx_t *ctx)
+{
+    unsigned char buf[16];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_FINAL);
+    eng_put_i64(&m, ctx->worker->clock);
+    return eng_send(&ctx->coord_peer, &m, NULL);
+}
+
+const eng_worker_policy_t eng_worker_gssp = {
+    .epoch_end = eng_gssp_epoch_end,
+    .cmd = eng_gssp_cmd,
+    .on_coord_msg = eng_gssp_on_coord_msg,
+    .leave = eng_gssp_leave,
+};

@@ -73,24 +73,67 @@ static strata_status_t eng_rounds_setup(eng_policy_t *p,
     /* STRATA_ESYNC_WEIGHTING's choices are equal|steps. */
     p->weight_by_steps = eng_config_int(cfg, ENG_CFG_ESYNC_WEIGHTING) == 1;
     p->global_lr = eng_config_double(cfg, ENG_CFG_ESYNC_GLOBAL_LR);
-    p->round_steps = (uint32_t)eng_config_int(cfg, ENG_CFG_FEDAVG_STEPS);
+    /* fedavg: STRATA_FEDAVG_STEPS local steps per round; esync: the State
+     * Server ends each. */
+    if (!p->ops->state_server)
+        p->round_steps = (uint32_t)eng_config_int(cfg, ENG_CFG_FEDAVG_STEPS);
     return STRATA_OK;
 }
 
+/* Gradient policies: 1/N of all workers, so that a full synchronous clock
+ * applies the mean gradient; see eng_policy_scale. */
+static double eng_grad_scale(const eng_policy_t *p, uint32_t group_size,
+                             size_t n, uint64_t weight, uint64_t staleness)
+{
+    (void)n;
+    (void)weight;
+    if (p->sum_only)
+        return 1.0;
+    double s =
+        1.0 / (double)(p->scale_by_group && group_size > 0 ? group_size
+                                                           : p->nworkers);
+    if (p->inverse_lr && staleness > 1)
+        s /= (double)staleness;
+    return s;
+}
+
+/* Round policies: the mean of the deltas, times the global rate. */
+static double eng_rounds_scale(const eng_policy_t *p, uint32_t group_size,
+                               size_t n, uint64_t weight, uint64_t staleness)
+{
+    (void)group_size;
+    (void)staleness;
+    double d = p->weight_by_steps ? (double)weight : (double)n;
+    return d > 0 ? p->global_lr / d : 0;
+}
+
+/* Each policy: its groups and bounds, its scale, and what each role does
+ * under it beyond them. */
 static const eng_policy_ops_t eng_policies[] = {
-    {.name = "bsp", .setup = eng_bsp_setup},
-    {.name = "ssp", .setup = eng_ssp_setup},
-    {.name = "asp", .setup = eng_asp_setup},
-    {.name = "gssp", .setup = eng_gssp_setup, .regroups = true},
+    {.name = "bsp", .setup = eng_bsp_setup, .scale = eng_grad_scale},
+    {.name = "ssp", .setup = eng_ssp_setup, .scale = eng_grad_scale},
+    {.name = "asp", .setup = eng_asp_setup, .scale = eng_grad_scale},
+    {.name = "gssp",
+     .setup = eng_gssp_setup,
+     .scale = eng_grad_scale,
+     .coord = &eng_coord_gssp,
+     .worker = &eng_worker_gssp,
+     .agg = &eng_agg_gssp},
     {.name = "esync",
      .setup = eng_rounds_setup,
+     .scale = eng_rounds_scale,
      .rounds = true,
-     .survives_loss = true,
-     .state_server = true},
+     .state_server = true,
+     .coord = &eng_coord_esync,
+     .worker = &eng_worker_rounds,
+     .agg = &eng_agg_rounds},
     {.name = "fedavg",
      .setup = eng_rounds_setup,
+     .scale = eng_rounds_scale,
      .rounds = true,
-     .survives_loss = true},
+     .coord = &eng_coord_fedavg,
+     .worker = &eng_worker_rounds,
+     .agg = &eng_agg_rounds},
 };
 
 /* The choices of STRATA_POLICY and STRATA_OPTIMIZER, in config_keys.def's
@@ -111,7 +154,7 @@ static strata_status_t eng_policy_check(const eng_config_t *cfg,
                    ops->name);
         return STRATA_ERR_CONFIG;
     }
-    if (eng_config_int(cfg, ENG_CFG_GDTOPK) && !ops->regroups) {
+    if (eng_config_int(cfg, ENG_CFG_GDTOPK) && ops->setup != eng_gssp_setup) {
         util_error("STRATA_GDTOPK=1 needs STRATA_POLICY=gssp (its ratios "
                    "follow the speed rank of each group), not %s",
                    ops->name);
@@ -173,21 +216,4 @@ uint32_t eng_policy_group_size(const eng_policy_t *p, uint32_t group)
     for (uint32_t w = 0; w < p->nworkers; w++)
         n += p->group_of[w] == group;
     return n;
-}
-
-double eng_policy_scale(const eng_policy_t *p, uint32_t group_size, size_t n,
-                        uint64_t weight, uint64_t staleness)
-{
-    if (p->ops->rounds) {
-        double d = p->weight_by_steps ? (double)weight : (double)n;
-        return d > 0 ? p->global_lr / d : 0;
-    }
-    if (p->sum_only)
-        return 1.0;
-    double s =
-        1.0 / (double)(p->scale_by_group && group_size > 0 ? group_size
-                                                           : p->nworkers);
-    if (p->inverse_lr && staleness > 1)
-        s /= (double)staleness;
-    return s;
 }

@@ -31,24 +31,39 @@
 #include "engine/config.h"
 
 typedef struct eng_policy eng_policy_t;
+/* Each role's part of a policy: hooks its role calls where the policy does
+ * more than set groups and bounds (declared with the role: engine/coord.h,
+ * engine/worker.h, engine/aggregator.h). */
+typedef struct eng_coord_policy eng_coord_policy_t;
+typedef struct eng_worker_policy eng_worker_policy_t;
+typedef struct eng_agg_policy eng_agg_policy_t;
 
 typedef struct eng_policy_ops {
     const char *name;
     /* Groups and bounds at the start of the job (group_of is allocated, all
      * zero). */
     strata_status_t (*setup)(eng_policy_t *p, const eng_config_t *cfg);
+    /* What a reduction is multiplied by: eng_policy_scale. */
+    double (*scale)(const eng_policy_t *p, uint32_t group_size, size_t n,
+                    uint64_t weight, uint64_t staleness);
     /* Workers sync rounds of model deltas (strata_round_ready/_sync) rather
-     * than step on gradients. */
+     * than step on gradients: the public calls that drive it. */
     bool rounds;
-    /* The coordinator regroups workers by speed at epoch boundaries. */
-    bool regroups;
-    /* A worker that dies or falls silent is dropped and the others go on;
-     * elsewhere a lost worker fails the job. */
-    bool survives_loss;
     /* Rounds end when the State Server says so (else after a fixed number
      * of local steps). */
     bool state_server;
+    /* The coordinator's, the workers' and the aggregators' parts; NULL: the
+     * role does nothing of its own under the policy. */
+    const eng_coord_policy_t *coord;
+    const eng_worker_policy_t *worker;
+    const eng_agg_policy_t *agg;
 } eng_policy_ops_t;
+
+/* The roles' parts of the policies, each defined with its role. */
+extern const eng_coord_policy_t eng_coord_gssp, eng_coord_esync,
+    eng_coord_fedavg;
+extern const eng_worker_policy_t eng_worker_gssp, eng_worker_rounds;
+extern const eng_agg_policy_t eng_agg_gssp, eng_agg_rounds;
 
 struct eng_policy {
     const eng_policy_ops_t *ops;
@@ -64,7 +79,8 @@ struct eng_policy {
     uint32_t flush_epochs; /* STRATA_TOPK_FLUSH_EPOCHS */
     bool weight_by_steps;  /* STRATA_ESYNC_WEIGHTING=steps */
     double global_lr;      /* STRATA_ESYNC_GLOBAL_LR */
-    uint32_t round_steps;  /* fedavg: local steps per round */
+    uint32_t round_steps;  /* fedavg: local steps per round; 0: the State
+                              Server ends rounds (esync) */
 };
 
 /* The policy STRATA_POLICY names, set up for nworkers workers. A policy that
@@ -90,7 +106,11 @@ uint32_t eng_policy_group_size(const eng_policy_t *p, uint32_t group);
  * weight is the sum of the sources' step counts (round policies weighted by
  * steps), else unused.
  */
-double eng_policy_scale(const eng_policy_t *p, uint32_t group_size, size_t n,
-                        uint64_t weight, uint64_t staleness);
+static inline double eng_policy_scale(const eng_policy_t *p,
+                                      uint32_t group_size, size_t n,
+                                      uint64_t weight, uint64_t staleness)
+{
+    return p->ops->scale(p, group_size, n, weight, staleness);
+}
 
 #endif /* STRATA_ENGINE_POLICY_H */

@@ -44,7 +44,10 @@ struct eng_rounds {
     _Atomic int64_t rtt_ns;      /* latest query round trip */
 };
 
-strata_status_t eng_rounds_create(strata_ctx_t *ctx)
+static void eng_rounds_free(strata_ctx_t *ctx);
+
+/* After the commit: the initial model is the first global one. */
+static strata_status_t eng_rounds_create(strata_ctx_t *ctx)
 {
     uint32_t nt = eng_worker_ntensors(ctx);
     eng_rounds_t *r = util_calloc(1, sizeof(*r));
@@ -73,7 +76,7 @@ strata_status_t eng_rounds_create(strata_ctx_t *ctx)
         return STRATA_ERR_NOMEM;
     }
     const eng_policy_t *p = ctx->policy;
-    r->fixed = p->ops->state_server ? 0 : p->round_steps;
+    r->fixed = p->round_steps;
     r->nonblocking = eng_config_int(ctx->cfg, ENG_CFG_ESYNC_NONBLOCKING) != 0;
     r->by_steps = p->weight_by_steps;
     util_gate_init(&r->answered, 0);
@@ -83,7 +86,7 @@ strata_status_t eng_rounds_create(strata_ctx_t *ctx)
     return STRATA_OK;
 }
 
-void eng_rounds_free(strata_ctx_t *ctx)
+static void eng_rounds_free(strata_ctx_t *ctx)
 {
     eng_rounds_t *r = ctx->rounds;
     if (!r)
@@ -97,7 +100,7 @@ void eng_rounds_free(strata_ctx_t *ctx)
 
 /* ---- progress thread ---- */
 
-void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
+static void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
 {
     unsigned char buf[64];
     eng_wbuf_t m;
@@ -125,7 +128,7 @@ void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
                  strata_strerror(st));
 }
 
-void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r)
+static void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     eng_rounds_t *ro = ctx->rounds;
     uint32_t seq = eng_get_u32(r);
@@ -151,9 +154,19 @@ void eng_rounds_on_answer(strata_ctx_t *ctx, eng_rbuf_t *r)
     util_gate_raise(&ro->answered, seq);
 }
 
-void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status)
+static void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status)
 {
-    util_gate_fail(&ctx->rounds->answered, status);
+    if (ctx->rounds)
+        util_gate_fail(&ctx->rounds->answered, status);
+}
+
+static bool eng_rounds_on_coord_msg(strata_ctx_t *ctx, unsigned type,
+                                    eng_rbuf_t *r)
+{
+    if (type != ENG_MSG_ANSWER || !ctx->rounds)
+        return false;
+    eng_rounds_on_answer(ctx, r);
+    return true;
 }
 
 /* ---- application thread ---- */
@@ -294,3 +307,11 @@ strata_status_t eng_rounds_sync(strata_ctx_t *ctx)
     r->pending = false;
     return r->fixed ? STRATA_OK : eng_rounds_query(ctx);
 }
+
+const eng_worker_policy_t eng_worker_rounds = {
+    .committed = eng_rounds_create,
+    .cmd = eng_rounds_cmd,
+    .on_coord_msg = eng_rounds_on_coord_msg,
+    .fail = eng_rounds_fail,
+    .free = eng_rounds_free,
+};

@@ -272,22 +272,9 @@ static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
         eng_commit_check(ctx);
         return;
     }
-    if (type == ENG_MSG_ANSWER && ctx->rounds) {
-        eng_rounds_on_answer(ctx, r);
+    const eng_worker_policy_t *pol = eng_worker_policy(ctx);
+    if (pol->on_coord_msg && pol->on_coord_msg(ctx, type, r))
         return;
-    }
-    if (type == ENG_MSG_FREEZE && ctx->policy->ops->regroups) {
-        eng_worker_on_freeze(ctx, r);
-        return;
-    }
-    if (type == ENG_MSG_GO && ctx->policy->ops->regroups) {
-        eng_worker_on_go(ctx, r);
-        return;
-    }
-    if (type == ENG_MSG_RANK && ctx->policy->ops->regroups) {
-        eng_gssp_on_rank(ctx, r);
-        return;
-    }
     eng_fail(ctx, STRATA_ERR_PROTO,
              "unexpected message %s from the coordinator", eng_msg_name(type));
 }
@@ -414,7 +401,7 @@ static void eng_push_or_park(strata_ctx_t *ctx, strata_request_t *req)
         eng_req_complete(ctx, req, st);
 }
 
-static void eng_unpark(strata_ctx_t *ctx)
+void eng_worker_unpark(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
     uint32_t i = 0;
@@ -437,17 +424,6 @@ static void eng_worker_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
     if ((op & ENG_OP_MASK) == ENG_OP_GRAD)
         eng_piece_done(ctx, (strata_request_t *)(op & ~(uintptr_t)ENG_OP_MASK),
                        status);
-}
-
-void eng_worker_epoch(strata_ctx_t *ctx, uint32_t epoch_ended)
-{
-    eng_worker_t *w = ctx->worker;
-    if (!w->topk)
-        return;
-    uint64_t bits = atomic_load(&ctx->group_rank_bits);
-    double rank;
-    memcpy(&rank, &bits, sizeof(rank));
-    eng_topk_push_epoch(w->topk, epoch_ended, rank);
 }
 
 /* ---- model arrivals ---- */
@@ -486,7 +462,7 @@ static void eng_pulled(strata_ctx_t *ctx, uint32_t p)
     w->pull_min = min;
     atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);
     util_gate_raise(&w->pull_gate, min);
-    eng_unpark(ctx);
+    eng_worker_unpark(ctx);
     eng_commit_check(ctx);
 }
 
@@ -510,48 +486,6 @@ static void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
     atomic_fetch_add_explicit(&ctx->cnt.bytes_pulled, part->bytes,
                               memory_order_relaxed);
     eng_pulled(ctx, p);
-}
-
-/* ---- regrouping (gssp) ---- */
-
-/* The first clock none of whose gradients has left is where the worker
- * may change group: a clock half pushed stays in the old one. */
-void eng_worker_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r)
-{
-    eng_worker_t *w = ctx->worker;
-    uint32_t gen = eng_get_u32(r);
-    if (!eng_rbuf_ok(r) || !w->layout) {
-        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed FREEZE");
-        return;
-    }
-    w->frozen = true;
-    w->freeze_at = w->clock + (w->npushed > 0);
-    unsigned char buf[32];
-    eng_wbuf_t m;
-    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_FROZEN);
-    eng_put_u32(&m, gen);
-    eng_put_i64(&m, w->freeze_at);
-    strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
-    if (st != STRATA_OK)
-        eng_fail(ctx, st, "cannot answer the coordinator's FREEZE: %s",
-                 strata_strerror(st));
-}
-
-void eng_worker_on_go(strata_ctx_t *ctx, eng_rbuf_t *r)
-{
-    eng_worker_t *w = ctx->worker;
-    uint32_t group = eng_get_u32(r);
-    double rank = eng_get_f64(r);
-    if (!eng_rbuf_ok(r) || !w->frozen || group >= ctx->policy->ngroups) {
-        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed GO");
-        return;
-    }
-    w->frozen = false;
-    atomic_store(&ctx->group, (int)group);
-    uint64_t bits;
-    memcpy(&bits, &rank, sizeof(bits));
-    atomic_store(&ctx->group_rank_bits, bits);
-    eng_unpark(ctx);
 }
 
 static void eng_worker_leave(strata_ctx_t *ctx);
@@ -590,14 +524,10 @@ static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
     eng_worker_t *w = ctx->worker;
     strata_request_t *req = cmd->req;
     strata_status_t st = eng_fatal(ctx);
-    if (cmd->type == ENG_CMD_QUERY || cmd->type == ENG_CMD_ROUND) {
-        if (st == STRATA_OK)
-            eng_rounds_cmd(ctx, cmd);
-        return;
-    }
-    if (cmd->type == ENG_CMD_EPOCH) {
-        if (st == STRATA_OK)
-            eng_gssp_cmd(ctx, cmd);
+    if (cmd->type == ENG_CMD_QUERY || cmd->type == ENG_CMD_ROUND ||
+        cmd->type == ENG_CMD_EPOCH) { /* the policy's own */
+        if (st == STRATA_OK && eng_worker_policy(ctx)->cmd)
+            eng_worker_policy(ctx)->cmd(ctx, cmd);
         return;
     }
     if (cmd->type == ENG_CMD_LR) {
@@ -684,12 +614,8 @@ static void eng_worker_leave(strata_ctx_t *ctx)
             w->links[a].peer.left = true;
             st = eng_send(&w->links[a].peer, &m, &w->sends_pending);
         }
-        if (st == STRATA_OK && ctx->policy->ops->regroups) {
-            /* the clocks its groups reached: never reused by a regroup */
-            eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_FINAL);
-            eng_put_i64(&m, w->clock);
-            st = eng_send(&ctx->coord_peer, &m, NULL);
-        }
+        if (st == STRATA_OK && eng_worker_policy(ctx)->leave)
+            st = eng_worker_policy(ctx)->leave(ctx);
         if (st == STRATA_OK)
             st = eng_boot_bye(ctx, &w->sends_pending);
         if (st != STRATA_OK)
@@ -714,8 +640,8 @@ static void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status,
     (void)msg;
     eng_worker_t *w = ctx->worker;
     util_gate_fail(&w->pull_gate, status);
-    if (ctx->rounds)
-        eng_rounds_fail(ctx, status);
+    if (eng_worker_policy(ctx)->fail)
+        eng_worker_policy(ctx)->fail(ctx, status);
     for (uint32_t i = 0; i < w->nparked; i++)
         eng_req_complete(ctx, w->parked[i], status);
     w->nparked = 0;
@@ -743,6 +669,8 @@ void eng_worker_free(strata_ctx_t *ctx)
     eng_worker_t *w = ctx->worker;
     if (!w)
         return;
+    if (eng_worker_policy(ctx)->free)
+        eng_worker_policy(ctx)->free(ctx);
     eng_worker_close(ctx);
     eng_commit_free(ctx);
     eng_blocks_free(w);

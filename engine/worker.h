@@ -131,7 +131,36 @@ struct eng_worker {
     eng_worker_api_t api;
 };
 
+/* The worker's part of a policy (policy.h): what it does beyond pushing
+ * gradients and pulling the model. NULL: nothing. */
+struct eng_worker_policy {
+    /* Application thread: the commit completed; strata_epoch_end. */
+    strata_status_t (*committed)(strata_ctx_t *ctx);
+    strata_status_t (*epoch_end)(strata_ctx_t *ctx, double iteration_seconds);
+    /* Progress thread: the policy's commands (ENG_CMD_QUERY, _ROUND,
+     * _EPOCH). */
+    void (*cmd)(strata_ctx_t *ctx, const eng_cmd_t *cmd);
+    /* A message from the coordinator that the worker does not take itself;
+     * false: the policy does not either. */
+    bool (*on_coord_msg)(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
+    /* Finalizing, before BYE. */
+    strata_status_t (*leave)(strata_ctx_t *ctx);
+    /* The job failed: fail what the policy's callers wait on. */
+    void (*fail)(strata_ctx_t *ctx, strata_status_t status);
+    void (*free)(strata_ctx_t *ctx);
+};
+
+static inline const eng_worker_policy_t *eng_worker_policy(strata_ctx_t *ctx)
+{
+    static const eng_worker_policy_t none;
+    const eng_worker_policy_t *p = ctx->policy->ops->worker;
+    return p ? p : &none;
+}
+
 /* ---- worker.c ---- */
+
+/* Take the pushes a pull or a regroup held back, as far as allowed now. */
+void eng_worker_unpark(strata_ctx_t *ctx);
 
 /* Queue a partition's writes of a clock on its link (cannot overflow: a
  * partition is queued at most once per clock, for two clocks at a time,

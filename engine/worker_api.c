@@ -78,7 +78,8 @@ strata_status_t eng_worker_commit(strata_ctx_t *ctx)
     }
     api->pushed_at = pushed_at;
     api->step_end_ns = util_now_ns();
-    return STRATA_OK;
+    const eng_worker_policy_t *pol = eng_worker_policy(ctx);
+    return pol->committed ? pol->committed(ctx) : STRATA_OK;
 }
 
 /* ---- pushes ---- */
@@ -205,4 +206,11 @@ void eng_worker_step_begin(strata_ctx_t *ctx)
 void eng_worker_step_end(strata_ctx_t *ctx)
 {
     ctx->worker->api.step_end_ns = util_now_ns();
+}
+
+strata_status_t eng_worker_epoch_end(strata_ctx_t *ctx,
+                                     double iteration_seconds)
+{
+    const eng_worker_policy_t *pol = eng_worker_policy(ctx);
+    return pol->epoch_end ? pol->epoch_end(ctx, iteration_seconds) : STRATA_OK;
 }
