@@ -430,21 +430,6 @@ static void eng_boot_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
                                  : strata_strerror(status));
 }
 
-strata_status_t eng_boot_report(strata_ctx_t *ctx, strata_status_t status,
-                                const char *msg)
-{
-    if (!ctx->coord_peer.up)
-        return STRATA_ERR_STATE;
-    unsigned char buf[TP_MSG_MAX];
-    char clipped[TP_MSG_MAX - 16];
-    snprintf(clipped, sizeof(clipped), "%s", msg);
-    eng_wbuf_t w;
-    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_FAILED);
-    eng_put_u16(&w, (uint16_t)status);
-    eng_put_str(&w, clipped);
-    return eng_send(&ctx->coord_peer, &w, NULL);
-}
-
 strata_status_t eng_boot_bye(strata_ctx_t *ctx, uint32_t *pending)
 {
     unsigned char buf[TP_MSG_MAX];

@@ -10,7 +10,8 @@
  * metrics read atomics.
  *
  * Modules:
- *   loop.c        progress thread, commands, event dispatch, failure
+ *   loop.c        progress thread, commands, event dispatch, timers
+ *   fail.c        the job's failure, and asking the coordinator for it
  *   msg.c         peers and their handler tables, control messages, names
  *   boot.c        joining the job: the coordinator's address, HELLO, roster
  *   coord.c       the coordinator (rank 0): roster, layout check, exits
@@ -306,6 +307,9 @@ void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
 /* The coordinator will not answer (why says so): fail with the message
  * eng_fail_soon holds, if any. */
 void eng_fail_soon_now(strata_ctx_t *ctx, const char *why);
+/* The progress thread, every turn: a failure eng_fail_soon holds whose
+ * wait for the coordinator's word ran out. */
+void eng_fail_soon_due(strata_ctx_t *ctx);
 static inline strata_status_t eng_fatal(const strata_ctx_t *ctx)
 {
     return (strata_status_t)atomic_load(&((strata_ctx_t *)ctx)->fatal);
@@ -350,9 +354,6 @@ strata_status_t eng_fd_budget(const strata_ctx_t *ctx);
 /* Application thread, before the progress thread starts: listeners, and the
  * coordinator's address. */
 strata_status_t eng_boot_prepare(strata_ctx_t *ctx);
-/* Tell the coordinator of a failure this rank saw (FAILED). */
-strata_status_t eng_boot_report(strata_ctx_t *ctx, strata_status_t status,
-                                const char *msg);
 void eng_boot_free(strata_ctx_t *ctx);
 /* Say BYE to the coordinator, with this rank's metrics; *pending counts it
  * until sent. */
