@@ -209,6 +209,10 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
 void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
 {
     const eng_layout_t *lay = ctx->worker->layout;
+    /* No ep: the aggregator's connection broke, and its disconnect is
+     * failing the job; a write would fail in its place. */
+    if (!l->peer.ep)
+        return;
     /* Control messages go first: no write overtakes a ROUND or LR still
      * waiting in the backlog, so aggregators see them before the clock's
      * gradients. */
