@@ -45,9 +45,13 @@ static const eng_peer_ops_t eng_boot_peer_ops = {
 
 /* ---- preparing (application thread) ---- */
 
+/* hostname/boot id/network namespace: ranks with the same id reach each
+ * other over shm, whose sockets are abstract unix sockets, which exist per
+ * network namespace (containers of one node share the hostname and the
+ * boot id, not the namespace). */
 static void eng_host_id(char *buf, size_t len)
 {
-    char host[64] = "?", boot[40] = "";
+    char host[64] = "?", boot[40] = "", net[40] = "";
     gethostname(host, sizeof(host) - 1);
     FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (f) {
@@ -56,7 +60,9 @@ static void eng_host_id(char *buf, size_t len)
         fclose(f);
         boot[strcspn(boot, "\n")] = '\0';
     }
-    snprintf(buf, len, "%s/%s", host, boot);
+    ssize_t n = readlink("/proc/self/ns/net", net, sizeof(net) - 1);
+    net[n > 0 ? n : 0] = '\0';
+    snprintf(buf, len, "%s/%s/%s", host, boot, net);
 }
 
 /* host:port to bind: STRATA_HOST if set, else every interface. */

@@ -48,8 +48,8 @@ strata_status_t eng_fd_budget(const strata_ctx_t *ctx)
     bool agg = ctx->role == STRATA_ROLE_AGGREGATOR;
     uint64_t peers = (uint64_t)(agg ? ctx->nworkers : ctx->naggs);
     uint64_t coord = ctx->rank == 0 ? (uint64_t)ctx->size : 0;
-    int forced = (int)eng_config_int(ctx->cfg, ENG_CFG_TRANSPORT);
-    bool shm_possible = forced == 0 || forced - 1 == ENG_PROV_SHM;
+    const char *forced = ctx->tp_params.transport; /* NULL: auto */
+    bool shm_possible = !forced || strcmp(forced, "shm") == 0;
     uint64_t least = ENG_FD_BASE + coord + ENG_FD_PER_TCP * peers;
     uint64_t most = ENG_FD_BASE + coord +
                     (shm_possible ? ENG_FD_PER_SHM : ENG_FD_PER_TCP) * peers;

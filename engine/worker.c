@@ -76,37 +76,67 @@ int eng_worker_link_prov(const strata_ctx_t *ctx, int a)
 
 /* ---- connecting ---- */
 
-static strata_status_t eng_worker_connect(strata_ctx_t *ctx)
+/* Connect the link to aggregator a over the named provider. */
+static strata_status_t eng_link_connect(strata_ctx_t *ctx, int a,
+                                        const char *name)
 {
     eng_worker_t *w = ctx->worker;
+    const eng_agg_info_t *info = &ctx->roster->aggs[a];
+    eng_link_t *l = &w->links[a];
+    l->prov = eng_prov_index(name);
+    l->shard = (uint32_t)a;
+    l->peer = (eng_peer_t){
+        .ops = &eng_link_ops, .q = &ctx->msgs, .rank = a, .owner = l};
+    if (l->prov < 0 || !info->addr[l->prov][0]) {
+        eng_fail_soon(ctx, STRATA_ERR_UNSUPPORTED,
+                      "aggregator rank %d (%s) does not listen on the %s "
+                      "transport this worker chose for it (does "
+                      "STRATA_TRANSPORT differ between ranks?)",
+                      a, info->host_id, name);
+        return STRATA_ERR_UNSUPPORTED;
+    }
+    strata_status_t st = eng_data_tp(ctx, l->prov, &l->peer.tp);
+    if (st == STRATA_OK)
+        st = tp_connect(l->peer.tp, info->addr[l->prov], &l->peer, &l->peer.ep);
+    if (st != STRATA_OK)
+        return st;
+    for (int p = 0; p < ENG_NPROV; p++) /* the providers the links use */
+        w->uses[p] = false;
+    for (int b = 0; b < ctx->naggs; b++)
+        if (w->links[b].peer.ops)
+            w->uses[w->links[b].prov] = true;
+    util_debug("connecting to aggregator %d at %s over %s", a,
+               info->addr[l->prov], name);
+    return STRATA_OK;
+}
+
+static strata_status_t eng_worker_connect(strata_ctx_t *ctx)
+{
     for (int a = 0; a < ctx->naggs; a++) {
-        const eng_agg_info_t *info = &ctx->roster->aggs[a];
-        eng_link_t *l = &w->links[a];
-        bool local = strcmp(info->host_id, ctx->host_id) == 0;
-        const char *name = tp_select(&ctx->tp_params, local);
-        l->prov = eng_prov_index(name);
-        l->shard = (uint32_t)a;
-        l->peer = (eng_peer_t){
-            .ops = &eng_link_ops, .q = &ctx->msgs, .rank = a, .owner = l};
-        if (l->prov < 0 || !info->addr[l->prov][0]) {
-            eng_fail_soon(ctx, STRATA_ERR_UNSUPPORTED,
-                          "aggregator rank %d (%s) does not listen on the %s "
-                          "transport this worker chose for it (does "
-                          "STRATA_TRANSPORT differ between ranks?)",
-                          a, info->host_id, name);
-            return STRATA_ERR_UNSUPPORTED;
-        }
-        strata_status_t st = eng_data_tp(ctx, l->prov, &l->peer.tp);
-        if (st == STRATA_OK)
-            st = tp_connect(l->peer.tp, info->addr[l->prov], &l->peer,
-                            &l->peer.ep);
+        bool local = strcmp(ctx->roster->aggs[a].host_id, ctx->host_id) == 0;
+        strata_status_t st =
+            eng_link_connect(ctx, a, tp_select(&ctx->tp_params, local));
         if (st != STRATA_OK)
             return st;
-        w->uses[l->prov] = true;
-        util_debug("connecting to aggregator %d at %s over %s", a,
-                   info->addr[l->prov], name);
     }
     return STRATA_OK;
+}
+
+/* An shm connection to an aggregator that looked local failed (the same
+ * host id, yet another network namespace, where abstract sockets differ):
+ * with STRATA_TRANSPORT=auto, tcp instead. */
+static bool eng_link_fall_back(strata_ctx_t *ctx, eng_peer_t *peer)
+{
+    eng_link_t *l = peer->owner;
+    int a = peer->rank;
+    if (l->prov != ENG_PROV_SHM || ctx->tp_params.transport ||
+        !ctx->roster->aggs[a].addr[ENG_PROV_TCP][0])
+        return false;
+    util_info("aggregator rank %d: shm at %s failed (%s): it runs in another "
+              "network namespace of this host; connecting over tcp",
+              a, tp_ep_peer(peer->ep), tp_ep_error(peer->ep));
+    eng_peer_close(peer);
+    return eng_link_connect(ctx, a, "tcp") == STRATA_OK;
 }
 
 /* The roster arrived: connect to every aggregator. */
@@ -122,6 +152,8 @@ static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
                                     strata_status_t status)
 {
     eng_worker_t *w = ctx->worker;
+    if (status != STRATA_OK && eng_link_fall_back(ctx, peer))
+        return;
     if (status != STRATA_OK) {
         const char *why = tp_ep_error(peer->ep);
         eng_fail_soon(ctx, status, "cannot connect to %s at %s %s: %s",

@@ -36,11 +36,17 @@ int perf_pp_mpi_rank(void)
     return r;
 }
 
+/* One host: one processor name and one network namespace (containers of
+ * a node share the name, and reach each other only over the network). */
 bool perf_pp_mpi_one_host(void)
 {
-    char name[MPI_MAX_PROCESSOR_NAME] = "", first[MPI_MAX_PROCESSOR_NAME];
+    char name[MPI_MAX_PROCESSOR_NAME + 64] = "", first[sizeof(name)];
     int len = 0, same;
     MPI_Get_processor_name(name, &len);
+    name[len++] = '/';
+    ssize_t n = readlink("/proc/self/ns/net", name + len,
+                         sizeof(name) - (size_t)len - 1);
+    name[len + (n > 0 ? n : 0)] = '\0';
     memcpy(first, name, sizeof(first));
     MPI_Bcast(first, (int)sizeof(first), MPI_CHAR, 0, MPI_COMM_WORLD);
     int mine = strcmp(first, name) == 0;
