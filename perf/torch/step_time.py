@@ -53,6 +53,7 @@ def parse_args():
 
 def train(args, model, step_fn, torch):
     """Warm up, then time args.steps steps; returns the rank's figures."""
+    cpu = time.process_time()
     torch.manual_seed(0)
     x = torch.randn(args.batch, 1, 28, 28)
     y = torch.randint(0, 10, (args.batch,))
@@ -64,7 +65,9 @@ def train(args, model, step_fn, torch):
             walls.append(time.perf_counter() - t0)
             comm.append(c)
     return {"wall_s": statistics.median(walls), "mean_s":
-            statistics.fmean(walls), "comm_s": statistics.median(comm)}
+            statistics.fmean(walls), "comm_s": statistics.median(comm),
+            "cpu_per_step_s": (time.process_time() - cpu) /
+            (args.warmup + args.steps)}
 
 
 def rank_strata(args, torch):
@@ -83,10 +86,7 @@ def rank_strata(args, torch):
         t = time.perf_counter()
         opt.step()
         return time.perf_counter() - t
-    cpu = time.process_time()
     res = train(args, model, step, torch)
-    res["cpu_per_step_s"] = (time.process_time() - cpu) / \
-        (args.warmup + args.steps)
     res["worker"] = st.worker_index()
     st.finalize()
     return res
@@ -121,10 +121,7 @@ def rank_ddp(args, torch):
         opt.step()
         return max(bwd - local_bwd, 0.0)
     dist.barrier()
-    cpu = time.process_time()
     res = train(args, model, step, torch)
-    res["cpu_per_step_s"] = (time.process_time() - cpu) / \
-        (args.warmup + args.steps)
     res["worker"] = dist.get_rank()
     dist.destroy_process_group()
     return res

@@ -36,6 +36,24 @@ SETTINGS = {
 }
 
 
+def reference_step(ref, ref_opt, common, torch, step, workers, halves=False):
+    """A single-process step on every worker's batch of `step`: the mean of
+    their gradients (each over two half-batches with halves), then SGD."""
+    grads = []
+    for w in range(workers):
+        ref.zero_grad()
+        x, y = common.batch(w, step)
+        for part in ((slice(0, 16), slice(16, 32)) if halves
+                     else (slice(0, 32),)):
+            torch.nn.functional.cross_entropy(ref(x[part]),
+                                              y[part]).backward()
+        grads.append([p.grad.clone() if p.grad is not None
+                      else torch.zeros_like(p) for p in ref.parameters()])
+    for i, p in enumerate(ref.parameters()):
+        p.grad = sum(g[i] for g in grads) / workers
+    ref_opt.step()
+
+
 def run_bsp(ctx, out, common, torch, st):
     """Exact BSP against a single-process reference, through the pitfalls:
     an unused layer, zero_grad(set_to_none=True), two backward passes per
@@ -71,19 +89,8 @@ def run_bsp(ctx, out, common, torch, st):
         opt.step()
         if step % 3 == 2:  # evaluation between steps
             evals.append(common.accuracy(model, common.test_set()))
-        # the reference step: mean over workers of the two-pass gradients
-        grads = []
-        for w in range(ctx.num_workers):
-            ref.zero_grad()
-            xw, yw = common.batch(w, step)
-            for half in (slice(0, 16), slice(16, 32)):
-                torch.nn.functional.cross_entropy(ref(xw[half]),
-                                                  yw[half]).backward()
-            grads.append([p.grad.clone() if p.grad is not None
-                          else torch.zeros_like(p) for p in ref.parameters()])
-        for i, p in enumerate(ref.parameters()):
-            p.grad = sum(g[i] for g in grads) / ctx.num_workers
-        ref_opt.step()
+        reference_step(ref, ref_opt, common, torch, step, ctx.num_workers,
+                       halves=True)
     params = common.flat(model.parameters())
     out["params"] = params.tolist()
     out["ref_diff"] = float((params - common.flat(ref.parameters())).abs().max())
@@ -133,15 +140,7 @@ def run_lr_schedule(ctx, out, common, torch, st):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
         sched.step()
-        grads = []
-        for w in range(ctx.num_workers):
-            ref.zero_grad()
-            xw, yw = common.batch(w, step)
-            torch.nn.functional.cross_entropy(ref(xw), yw).backward()
-            grads.append([p.grad.clone() for p in ref.parameters()])
-        for i, p in enumerate(ref.parameters()):
-            p.grad = sum(g[i] for g in grads) / ctx.num_workers
-        ref_opt.step()
+        reference_step(ref, ref_opt, common, torch, step, ctx.num_workers)
         ref_sched.step()
     params = common.flat(model.parameters())
     out["params"] = params.tolist()
