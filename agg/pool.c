@@ -300,19 +300,13 @@ static strata_status_t agg_reduce_mt(const char *fn, bool acc,
                                      const void *const *srcs, size_t nsrc,
                                      size_t count, double scale)
 {
-    strata_status_t st = agg_reduce_check(fn, dtype, dst, srcs, nsrc, count);
-    if (st || count == 0)
+    agg_reduce_job_t job = {
+        .dst = dst, .srcs = srcs, .nsrc = nsrc, .scale = scale};
+    strata_status_t st = agg_reduce_prepare(fn, acc, dtype, dst, srcs, nsrc,
+                                            count, &job.fn, &job.flags);
+    if (st != STRATA_OK || !job.fn)
         return st;
-    const agg_ops_t *ops = agg_ops();
-    if (!ops)
-        return STRATA_ERR_CONFIG;
     size_t esize = strata_dtype_size(dtype);
-    agg_reduce_job_t job = {.fn = ops->reduce[dtype],
-                            .dst = dst,
-                            .srcs = srcs,
-                            .nsrc = nsrc,
-                            .scale = scale,
-                            .flags = agg_reduce_flags(count, esize, acc)};
     return agg_pool_range(fn, pool, count, esize, (nsrc + 1) * esize,
                           agg_reduce_range, &job);
 }

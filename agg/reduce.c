@@ -89,20 +89,35 @@ unsigned agg_reduce_flags(size_t count, size_t esize, bool acc)
     return flags;
 }
 
+strata_status_t agg_reduce_prepare(const char *fn, bool acc,
+                                   strata_dtype_t dtype, const void *dst,
+                                   const void *const *srcs, size_t nsrc,
+                                   size_t count, agg_reduce_fn *kernel_out,
+                                   unsigned *flags_out)
+{
+    strata_status_t st = agg_reduce_check(fn, dtype, dst, srcs, nsrc, count);
+    if (st)
+        return st;
+    const agg_ops_t *ops = count ? agg_ops() : NULL;
+    if (count && !ops)
+        return STRATA_ERR_CONFIG; /* logged by the lazy configuration */
+    *kernel_out = ops ? ops->reduce[dtype] : NULL;
+    *flags_out = agg_reduce_flags(count, strata_dtype_size(dtype), acc);
+    return STRATA_OK;
+}
+
 static strata_status_t agg_reduce(const char *fn, bool acc,
                                   strata_dtype_t dtype, void *dst,
                                   const void *const *srcs, size_t nsrc,
                                   size_t count, double scale)
 {
-    strata_status_t st = agg_reduce_check(fn, dtype, dst, srcs, nsrc, count);
-    if (st || count == 0)
-        return st;
-    const agg_ops_t *ops = agg_ops();
-    if (!ops)
-        return STRATA_ERR_CONFIG;
-    unsigned flags = agg_reduce_flags(count, strata_dtype_size(dtype), acc);
-    ops->reduce[dtype](dst, srcs, nsrc, 0, count, scale, flags);
-    return STRATA_OK;
+    agg_reduce_fn kernel;
+    unsigned flags;
+    strata_status_t st = agg_reduce_prepare(fn, acc, dtype, dst, srcs, nsrc,
+                                            count, &kernel, &flags);
+    if (st == STRATA_OK && kernel)
+        kernel(dst, srcs, nsrc, 0, count, scale, flags);
+    return st;
 }
 
 strata_status_t strata_reduce(strata_dtype_t dtype, void *dst,

@@ -7,6 +7,8 @@
 
 #include <strata/strata_agg.h>
 
+#include "agg/agg.h"
+
 /* A destination this large would leave the caches before anyone reads it
  * (the sources stream through them as well), so it is written around them.
  * Smaller ones, such as a partition the update reads next, stay cached. */
@@ -23,5 +25,14 @@ strata_status_t agg_sgd_check(const char *fn, const strata_sgd_t *sgd,
 strata_status_t agg_reduce_check(const char *fn, strata_dtype_t dtype,
                                  const void *dst, const void *const *srcs,
                                  size_t nsrc, size_t count);
+
+/* The start every reduction entry point shares: the arguments checked, then
+ * the kernel of the table in use for dtype and its flags. STRATA_OK with
+ * *kernel_out NULL: count is 0, nothing to do. */
+strata_status_t agg_reduce_prepare(const char *fn, bool acc,
+                                   strata_dtype_t dtype, const void *dst,
+                                   const void *const *srcs, size_t nsrc,
+                                   size_t count, agg_reduce_fn *kernel_out,
+                                   unsigned *flags_out);
 
 #endif /* STRATA_AGG_REDUCE_H */
