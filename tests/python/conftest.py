@@ -29,6 +29,9 @@ def job_env(build, extra=None):
                                    if env.get("PYTHONPATH") else []))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["OMP_NUM_THREADS"] = env["OPENBLAS_NUM_THREADS"] = "1"
+    # Python ranks start slowly (import torch) on a loaded 2-core machine:
+    # a generous join and wait bound, which a real hang still reaches.
+    env.setdefault("STRATA_TIMEOUT_MS", "60000")
     env.update(extra or {})
     return env
 
