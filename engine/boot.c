@@ -113,6 +113,13 @@ static strata_status_t eng_listen_coord(strata_ctx_t *ctx)
     return STRATA_OK;
 }
 
+/* Opens a transport, unless one is already there (tests give their own). */
+static strata_status_t eng_boot_open(strata_ctx_t *ctx, const char *name,
+                                     tp_ctx_t **tp)
+{
+    return *tp ? STRATA_OK : tp_open(name, &ctx->tp_params, tp);
+}
+
 /* Aggregators listen on every provider a worker may pick. */
 static strata_status_t eng_listen_data(strata_ctx_t *ctx)
 {
@@ -122,7 +129,7 @@ static strata_status_t eng_listen_data(strata_ctx_t *ctx)
                    : i != ENG_PROV_TCP && !tp_available(eng_prov_names[i]))
             continue;
         strata_status_t st =
-            tp_open(eng_prov_names[i], &ctx->tp_params, &ctx->data_tp[i]);
+            eng_boot_open(ctx, eng_prov_names[i], &ctx->data_tp[i]);
         if (st != STRATA_OK)
             return st;
         char bind[ENG_ADDR_MAX + 8];
@@ -148,7 +155,7 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
     ctx->join_timer =
         (eng_timer_t){.at_ns = util_now_ns(), .fn = eng_boot_retry};
     ctx->join_last_error = STRATA_ERR_TIMEOUT;
-    strata_status_t st = tp_open("tcp", &ctx->tp_params, &ctx->coord_tp);
+    strata_status_t st = eng_boot_open(ctx, "tcp", &ctx->coord_tp);
     if (st == STRATA_OK && ctx->rank == 0)
         st = eng_listen_coord(ctx);
     else if (st == STRATA_OK && ctx->launch.coord[0])

@@ -17,6 +17,7 @@
  *   coord.c       the coordinator (rank 0): roster, layout check, exits
  *   worker.c      worker data path: pushes, model arrivals
  *   aggregator.c  aggregator data path: slots, reductions, model writes
+ *   ctx.c         a context: settings, place in the job, roles; teardown
  *   api.c         the public API
  *   metrics.c     counters and their JSON
  */
@@ -270,9 +271,26 @@ typedef struct eng_roster {
     eng_agg_info_t *aggs;
 } eng_roster_t;
 
+/* ---- ctx.c ---- */
+
+/* A context from the settings (KEY=VALUE, over the environment's), its
+ * place in the job and its roles; not joined yet, no thread. */
+strata_status_t eng_ctx_create(const char *const *settings,
+                               strata_ctx_t **ctx_out);
+/* Stops the thread, frees the roles, closes the transports. */
+void eng_ctx_free(strata_ctx_t *ctx);
+
 /* ---- loop.c ---- */
 
+/* The thread's epoll set and command eventfd, the transports watched. */
+strata_status_t eng_loop_init(strata_ctx_t *ctx);
+/* eng_loop_init, then the thread, which turns eng_loop_once and sleeps when
+ * nothing is to be done. */
 strata_status_t eng_loop_start(strata_ctx_t *ctx);
+/* One turn of the progress thread: commands, every transport's events,
+ * the backlog, the role's flush, timers; whether anything was done. Tests
+ * turn it themselves, with no thread. */
+bool eng_loop_once(strata_ctx_t *ctx);
 /* Asks the thread to stop and joins it. */
 void eng_loop_stop(strata_ctx_t *ctx);
 /* Queue a command and wake the thread. STRATA_ERR_AGAIN when full. */
@@ -388,8 +406,13 @@ uint32_t eng_worker_ntensors(const strata_ctx_t *ctx);
 const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
                                            void **param, void **grad);
 bool eng_worker_committed(const strata_ctx_t *ctx);
-/* Commit the layout, unless it is already. */
+/* Commit the layout, unless it is already: start (the command submitted),
+ * then end (waits for it, timeout_ms < 0: STRATA_TIMEOUT_MS). */
 strata_status_t eng_worker_commit(strata_ctx_t *ctx);
+strata_status_t eng_worker_commit_start(strata_ctx_t *ctx,
+                                        strata_request_t **req_out);
+strata_status_t eng_worker_commit_end(strata_ctx_t *ctx, strata_request_t *req,
+                                      int timeout_ms);
 strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
                                 size_t ntensors, strata_request_t **req_out);
 strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,

@@ -15,7 +15,7 @@ static strata_status_t eng_gssp_epoch_end(strata_ctx_t *ctx,
                                           double iteration_seconds)
 {
     eng_worker_api_t *api = &ctx->worker->api;
-    if (!api->pushed_at) {
+    if (!api->committed) {
         util_error("strata_epoch_end: no step was taken (commit first)");
         return STRATA_ERR_STATE;
     }

@@ -253,23 +253,27 @@ static bool eng_timer_due(strata_ctx_t *ctx, eng_timer_t *t)
     return true;
 }
 
+bool eng_loop_once(strata_ctx_t *ctx)
+{
+    bool busy = eng_cmd_drain(ctx);
+    busy |= eng_progress_all(ctx);
+    busy |= eng_msgq_flush(&ctx->msgs);
+    if (ctx->role_ops->flush)
+        ctx->role_ops->flush(ctx);
+    eng_fail_soon_due(ctx);
+    busy |= eng_timer_due(ctx, &ctx->join_timer);
+    eng_timer_due(ctx, &ctx->tick_timer);
+    return busy;
+}
+
 static void *eng_loop_main(void *arg)
 {
     strata_ctx_t *ctx = arg;
     util_log_set_rank(ctx->rank);
     eng_timer_due(ctx, &ctx->join_timer); /* connect at once */
-    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
-        bool busy = eng_cmd_drain(ctx);
-        busy |= eng_progress_all(ctx);
-        busy |= eng_msgq_flush(&ctx->msgs);
-        if (ctx->role_ops->flush)
-            ctx->role_ops->flush(ctx);
-        eng_fail_soon_due(ctx);
-        busy |= eng_timer_due(ctx, &ctx->join_timer);
-        eng_timer_due(ctx, &ctx->tick_timer);
-        if (!busy && eng_arm_all(ctx))
+    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire))
+        if (!eng_loop_once(ctx) && eng_arm_all(ctx))
             eng_sleep(ctx);
-    }
     return NULL;
 }
 
@@ -302,7 +306,7 @@ strata_status_t eng_data_tp(strata_ctx_t *ctx, int idx, tp_ctx_t **tp_out)
     return STRATA_OK;
 }
 
-strata_status_t eng_loop_start(strata_ctx_t *ctx)
+strata_status_t eng_loop_init(strata_ctx_t *ctx)
 {
     ctx->epfd = epoll_create1(EPOLL_CLOEXEC);
     ctx->cmd_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -318,6 +322,12 @@ strata_status_t eng_loop_start(strata_ctx_t *ctx)
     for (int i = 0; st == STRATA_OK && i < ENG_NPROV; i++)
         if (ctx->data_tp[i])
             st = eng_loop_watch(ctx, ctx->data_tp[i]);
+    return st;
+}
+
+strata_status_t eng_loop_start(strata_ctx_t *ctx)
+{
+    strata_status_t st = eng_loop_init(ctx);
     if (st != STRATA_OK)
         return st;
     int rc = pthread_create(&ctx->thread, NULL, eng_loop_main, ctx);

@@ -93,7 +93,8 @@ typedef struct eng_block {
 typedef struct eng_worker_api {
     int64_t clock;        /* pushes counted: strata_clock() */
     uint32_t npushed;     /* tensors pushed in that clock */
-    int64_t *pushed_at;   /* [ntensors]: last clock pushed in; once committed */
+    bool committed;       /* the layout is */
+    int64_t *pushed_at;   /* [ntensors]: last clock pushed in */
     uint32_t epochs;      /* strata_epoch_end calls */
     int64_t epoch_clock;  /* the clock when the last epoch ended */
     uint64_t step_end_ns; /* when strata_step last returned (commit) */

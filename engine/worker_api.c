@@ -56,30 +56,57 @@ const eng_tensor_desc_t *eng_worker_tensor(const strata_ctx_t *ctx, uint32_t i,
 
 bool eng_worker_committed(const strata_ctx_t *ctx)
 {
-    return ctx->worker->api.pushed_at != NULL;
+    return ctx->worker->api.committed;
+}
+
+strata_status_t eng_worker_commit_start(strata_ctx_t *ctx,
+                                        strata_request_t **req_out)
+{
+    eng_worker_api_t *api = &ctx->worker->api;
+    uint32_t nt = ctx->worker->ntensors;
+    if (!api->pushed_at &&
+        !(api->pushed_at = util_malloc(sizeof(int64_t) * (nt ? nt : 1))))
+        return STRATA_ERR_NOMEM;
+    for (uint32_t i = 0; i < nt; i++)
+        api->pushed_at[i] = -1;
+    eng_cmd_t cmd = {.type = ENG_CMD_COMMIT};
+    cmd.req = eng_req_get(ctx, ENG_REQ_CMD);
+    if (!cmd.req)
+        return STRATA_ERR_AGAIN;
+    strata_status_t st = eng_cmd_submit(ctx, &cmd);
+    if (st != STRATA_OK) {
+        eng_req_put(cmd.req);
+        return st;
+    }
+    *req_out = cmd.req;
+    return STRATA_OK;
+}
+
+strata_status_t eng_worker_commit_end(strata_ctx_t *ctx, strata_request_t *req,
+                                      int timeout_ms)
+{
+    eng_worker_api_t *api = &ctx->worker->api;
+    strata_status_t st = eng_req_wait(req, timeout_ms);
+    if (st == STRATA_ERR_TIMEOUT)
+        eng_req_abandon(req);
+    else
+        eng_req_put(req);
+    if (st != STRATA_OK)
+        return st;
+    api->committed = true;
+    api->step_end_ns = util_now_ns();
+    const eng_worker_policy_t *pol = eng_worker_policy(ctx);
+    return pol->committed ? pol->committed(ctx) : STRATA_OK;
 }
 
 strata_status_t eng_worker_commit(strata_ctx_t *ctx)
 {
-    eng_worker_api_t *api = &ctx->worker->api;
-    if (api->pushed_at)
+    if (ctx->worker->api.committed)
         return STRATA_OK;
-    uint32_t nt = ctx->worker->ntensors;
-    int64_t *pushed_at = util_malloc(sizeof(int64_t) * (nt ? nt : 1));
-    if (!pushed_at)
-        return STRATA_ERR_NOMEM;
-    for (uint32_t i = 0; i < nt; i++)
-        pushed_at[i] = -1;
-    eng_cmd_t cmd = {.type = ENG_CMD_COMMIT};
-    strata_status_t st = eng_run(ctx, &cmd, ctx->timeout_ms);
-    if (st != STRATA_OK) {
-        util_free(pushed_at);
-        return st;
-    }
-    api->pushed_at = pushed_at;
-    api->step_end_ns = util_now_ns();
-    const eng_worker_policy_t *pol = eng_worker_policy(ctx);
-    return pol->committed ? pol->committed(ctx) : STRATA_OK;
+    strata_request_t *req;
+    strata_status_t st = eng_worker_commit_start(ctx, &req);
+    return st == STRATA_OK ? eng_worker_commit_end(ctx, req, ctx->timeout_ms)
+                           : st;
 }
 
 /* ---- pushes ---- */
@@ -199,7 +226,7 @@ strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,
 void eng_worker_step_begin(strata_ctx_t *ctx)
 {
     eng_worker_api_t *api = &ctx->worker->api;
-    if (api->pushed_at)
+    if (api->committed)
         api->compute_ns += util_now_ns() - api->step_end_ns;
 }
 

@@ -1,0 +1,150 @@
+/*
+ * A context: its settings, the rank's place in the job and its roles (the
+ * coordinator on rank 0, then worker or aggregator), and their teardown.
+ * strata_init_with then joins the job (boot.c) and starts the progress
+ * thread (loop.c).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "agg/agg.h"
+#include "engine/engine.h"
+#include "util/alloc.h"
+#include "util/log.h"
+
+void eng_ctx_free(strata_ctx_t *ctx)
+{
+    /* The coordinator of a failed job first tells the others why (a
+     * little while at most: they may be gone). */
+    if (ctx->coord && eng_fatal(ctx) != STRATA_OK)
+        util_gate_wait(&ctx->flushed, 1, 1000);
+    eng_loop_stop(ctx);
+    eng_worker_free(ctx);
+    eng_agg_free(ctx);
+    eng_coord_free(ctx);
+    eng_boot_free(ctx);
+    for (int i = 0; i < ENG_NPROV; i++)
+        if (ctx->data_tp[i]) {
+            if (ctx->data_listener[i])
+                tp_listener_close(ctx->data_listener[i]);
+            tp_close(ctx->data_tp[i]);
+        }
+    if (ctx->coord_tp)
+        tp_close(ctx->coord_tp);
+    eng_req_pool_free(ctx);
+    eng_policy_free(ctx->policy);
+    eng_config_free(ctx->cfg);
+    util_free(ctx);
+}
+
+static strata_status_t eng_ctx_config(const char *const *settings,
+                                      eng_config_t **cfg_out)
+{
+    eng_config_t *cfg = NULL; /* eng_config_load sets it only on success */
+    strata_status_t st = eng_config_load(&cfg);
+    for (size_t i = 0; st == STRATA_OK && settings && settings[i]; i++) {
+        const char *eq = strchr(settings[i], '=');
+        char key[128];
+        if (!eq || eq == settings[i] || (size_t)(eq - settings[i]) >= 128) {
+            util_error("strata_init_with: setting '%s' is not KEY=VALUE",
+                       settings[i]);
+            st = STRATA_ERR_CONFIG;
+            break;
+        }
+        snprintf(key, sizeof(key), "%.*s", (int)(eq - settings[i]),
+                 settings[i]);
+        st = eng_config_set(cfg, key, eq + 1);
+    }
+    if (st != STRATA_OK) {
+        if (cfg)
+            eng_config_free(cfg);
+        return st;
+    }
+    *cfg_out = cfg;
+    return STRATA_OK;
+}
+
+static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
+{
+    strata_ctx_t *ctx = util_calloc(1, sizeof(*ctx));
+    if (!ctx) {
+        eng_config_free(cfg);
+        return STRATA_ERR_NOMEM;
+    }
+    ctx->cfg = cfg;
+    ctx->epfd = ctx->cmd_efd = -1;
+    ctx->timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
+    if (eng_config_tp_params(cfg, &ctx->tp_params) != STRATA_OK) {
+        eng_ctx_free(ctx);
+        return STRATA_ERR_INVALID;
+    }
+    util_gate_init(&ctx->joined, 0);
+    util_gate_init(&ctx->committed, 0);
+    util_gate_init(&ctx->served, 0);
+    util_gate_init(&ctx->flushed, 0);
+    util_waitq_init(&ctx->reqq);
+    if (eng_req_pool_create(ctx) != STRATA_OK) {
+        eng_ctx_free(ctx);
+        return STRATA_ERR_NOMEM;
+    }
+    *ctx_out = ctx;
+    return STRATA_OK;
+}
+
+/* An aggregator's kernels, from its configuration (not the environment
+ * only, as a plain kernel call would read them). */
+static strata_status_t eng_ctx_kernels(strata_ctx_t *ctx)
+{
+    agg_params_t params;
+    strata_status_t st = agg_params_read(ctx->cfg, &params);
+    return st == STRATA_OK ? agg_init(&params) : st;
+}
+
+static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
+{
+    strata_status_t st = eng_launch_detect(ctx->cfg, &ctx->launch);
+    if (st != STRATA_OK)
+        return st;
+    ctx->rank = ctx->launch.rank;
+    ctx->size = ctx->launch.size;
+    ctx->naggs = ctx->launch.num_aggregators;
+    ctx->nworkers = ctx->size - ctx->naggs;
+    ctx->local_rank = ctx->launch.local_rank;
+    util_log_set_rank(ctx->rank);
+    bool agg = eng_launch_is_aggregator(&ctx->launch, ctx->rank);
+    ctx->role = agg ? STRATA_ROLE_AGGREGATOR : STRATA_ROLE_WORKER;
+    ctx->worker_index = agg ? -1 : ctx->rank - ctx->naggs;
+    st = eng_fd_budget(ctx);
+    if (st != STRATA_OK)
+        return st;
+    st = eng_policy_create(ctx->cfg, (uint32_t)ctx->nworkers, &ctx->policy);
+    if (st == STRATA_OK)
+        atomic_init(&ctx->group,
+                    agg ? -1 : (int)ctx->policy->group_of[ctx->worker_index]);
+    if (st == STRATA_OK && agg)
+        st = eng_ctx_kernels(ctx);
+    if (st == STRATA_OK && ctx->rank == 0)
+        st = eng_coord_create(ctx);
+    if (st == STRATA_OK)
+        st = agg ? eng_agg_create(ctx) : eng_worker_create(ctx);
+    return st;
+}
+
+strata_status_t eng_ctx_create(const char *const *settings,
+                               strata_ctx_t **ctx_out)
+{
+    eng_config_t *cfg;
+    strata_ctx_t *ctx;
+    strata_status_t st = eng_ctx_config(settings, &cfg);
+    if (st == STRATA_OK)
+        st = eng_ctx_new(cfg, &ctx);
+    if (st != STRATA_OK)
+        return st;
+    st = eng_ctx_roles(ctx);
+    if (st != STRATA_OK) {
+        eng_ctx_free(ctx);
+        return st;
+    }
+    *ctx_out = ctx;
+    return STRATA_OK;
+}
