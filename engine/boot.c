@@ -65,11 +65,20 @@ static void eng_host_id(char *buf, size_t len)
     snprintf(buf, len, "%s/%s/%s", host, boot, net);
 }
 
-/* host:port to bind: STRATA_HOST if set, else every interface. */
+/* host:port to bind: STRATA_HOST if set and an address of this host, else
+ * every interface (a launcher gives every rank the same environment: one
+ * host's address must not stop the ranks of the others). */
 static void eng_bind_addr(const strata_ctx_t *ctx, int port, char *buf,
                           size_t len)
 {
     const char *host = eng_config_str(ctx->cfg, ENG_CFG_HOST);
+    if (*host && !tp_addr_is_local(host)) {
+        util_warn("STRATA_HOST=%s is not an address of this host (%.*s): "
+                  "listening on every interface instead (STRATA_IFNAME "
+                  "chooses an interface on every host)",
+                  host, (int)strcspn(ctx->host_id, "/"), ctx->host_id);
+        host = "";
+    }
     snprintf(buf, len, "%s:%d", host, port);
 }
 
@@ -243,13 +252,16 @@ static void eng_boot_expired(strata_ctx_t *ctx)
     }
     /* The coordinator, whose deadline is the same, names what is missing;
      * this is what we say if it does not. */
+    char pending[512] = "the data connections are not all up";
+    if (ctx->roster->nreceived < ctx->naggs)
+        snprintf(pending, sizeof(pending),
+                 "the coordinator is still waiting for other ranks");
+    else if (ctx->role_ops->pending)
+        ctx->role_ops->pending(ctx, pending, sizeof(pending));
     eng_fail_soon(ctx, STRATA_ERR_TIMEOUT,
                   "the job did not come together within "
                   "STRATA_TIMEOUT_MS=%d: %s",
-                  ctx->timeout_ms,
-                  ctx->roster->nreceived < ctx->naggs
-                      ? "the coordinator is still waiting for other ranks"
-                      : "the data connections are not all up");
+                  ctx->timeout_ms, pending);
 }
 
 static void eng_boot_retry(strata_ctx_t *ctx)

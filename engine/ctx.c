@@ -106,6 +106,7 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     ctx->rank = ctx->launch.rank;
+    ctx->tp_params.route_to = ctx->launch.coord; /* picks the interface */
     ctx->size = ctx->launch.size;
     ctx->naggs = ctx->launch.num_aggregators;
     ctx->nworkers = ctx->size - ctx->naggs;

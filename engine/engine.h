@@ -73,6 +73,9 @@ typedef struct eng_role_ops {
     void (*fail)(strata_ctx_t *ctx, strata_status_t status, const char *msg);
     /* WELCOME: every rank joined and the roster is complete. */
     void (*on_welcome)(strata_ctx_t *ctx);
+    /* The deadline to join passed with the roster in: say which of its
+     * connections are not up (optional). */
+    void (*pending)(strata_ctx_t *ctx, char *buf, size_t len);
     /* A message from the coordinator that joining does not take. */
     void (*on_coord_msg)(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
     /* Group g's clock on the rank's shard; any thread. */

@@ -28,6 +28,7 @@ static void eng_worker_flush(strata_ctx_t *ctx);
 static void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status,
                             const char *msg);
 static void eng_worker_on_welcome(strata_ctx_t *ctx);
+static void eng_worker_pending(strata_ctx_t *ctx, char *buf, size_t len);
 static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
                                      eng_rbuf_t *r);
 
@@ -37,6 +38,7 @@ static const eng_role_ops_t eng_worker_role = {
     .flush = eng_worker_flush,
     .fail = eng_worker_fail,
     .on_welcome = eng_worker_on_welcome,
+    .pending = eng_worker_pending,
     .on_coord_msg = eng_worker_on_coord_recv,
 };
 
@@ -139,6 +141,28 @@ static bool eng_link_fall_back(strata_ctx_t *ctx, eng_peer_t *peer)
     return eng_link_connect(ctx, a, "tcp") == STRATA_OK;
 }
 
+/* Which aggregators this worker could not reach by the join deadline. */
+static void eng_worker_pending(strata_ctx_t *ctx, char *buf, size_t len)
+{
+    eng_worker_t *w = ctx->worker;
+    size_t n = (size_t)snprintf(buf, len, "no connection to");
+    int shown = 0;
+    for (int a = 0; a < ctx->naggs && n < len; a++) {
+        eng_peer_t *p = &w->links[a].peer;
+        if (p->up || !p->ep)
+            continue;
+        n += (size_t)snprintf(
+            buf + n, len - n, "%s aggregator rank %d at %s %s",
+            shown++ ? "," : "", a, tp_name(p->tp), tp_ep_peer(p->ep));
+    }
+    if (!shown)
+        snprintf(buf, len, "the data connections are not all up");
+    else if (n < len)
+        snprintf(buf + n, len - n,
+                 " (not reachable from here: is the address on the network "
+                 "this host shares with it? STRATA_IFNAME chooses it)");
+}
+
 /* The roster arrived: connect to every aggregator. */
 static void eng_worker_on_welcome(strata_ctx_t *ctx)
 {
@@ -156,9 +180,8 @@ static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
         return;
     if (status != STRATA_OK) {
         const char *why = tp_ep_error(peer->ep);
-        eng_fail_soon(ctx, status, "cannot connect to %s at %s %s: %s",
+        eng_fail_soon(ctx, status, "cannot connect to %s over %s: %s",
                       eng_peer_name(peer), tp_name(peer->tp),
-                      tp_ep_peer(peer->ep),
                       why[0] ? why : strata_strerror(status));
         return;
     }

@@ -126,7 +126,11 @@ typedef struct tp_params {
     const char *secret;      /* STRATA_JOB_SECRET ("": none) */
     const char *secret_file; /* STRATA_JOB_SECRET_FILE ("": none) */
     bool tcp_crc;            /* STRATA_TCP_CRC */
-    const char *ib_device;   /* STRATA_IB_DEVICE ("": first active port) */
+    const char *ifname;      /* STRATA_IFNAME ("": choose) */
+    /* host:port whose route picks the interface tcp listeners advertise
+     * when ifname is empty (the engine's coordinator); "" or NULL: none. */
+    const char *route_to;
+    const char *ib_device;    /* STRATA_IB_DEVICE ("": first active port) */
     const char *ib_gid_index; /* STRATA_IB_GID_INDEX */
     unsigned ib_qps;          /* STRATA_IB_QPS */
     uint32_t ib_tx_depth;     /* STRATA_IB_TX_DEPTH */
@@ -139,6 +143,10 @@ typedef struct tp_params {
  * STRATA_TIMEOUT_MS). Strings point into s. */
 strata_status_t tp_params_read(const util_settings_t *s, int timeout_ms,
                                tp_params_t *params_out);
+
+/* Whether host (a numeric address or a name) is an address of an interface
+ * of this host, where a listener can bind it. */
+bool tp_addr_is_local(const char *host);
 
 /* ---- providers ---- */
 

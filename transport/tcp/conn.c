@@ -410,7 +410,8 @@ strata_status_t tp_tcp_listen(tp_ctx_t *base, const char *bind_addr,
         st = util_errno_status(errno, STRATA_ERR_IO);
         goto close_fd;
     }
-    if ((st = tp_tcp_listen_addr(l->fd, l->base.addr, sizeof(l->base.addr))))
+    if ((st = tp_tcp_listen_addr(ctx, l->fd, l->base.addr,
+                                 sizeof(l->base.addr))))
         goto close_fd;
     l->base.ctx = base;
     l->kind = TP_TCP_K_LISTENER;

@@ -1,5 +1,6 @@
 /* The tcp provider: context, regions, the progress loop and its ops table. */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -44,6 +45,10 @@ static strata_status_t tp_tcp_open(const tp_params_t *params,
     ctx->base.caps = TP_CAP_REMOTE_ANY_MEMORY;
     ctx->base.timeout_ms = params->timeout_ms;
     ctx->crc = params->tcp_crc;
+    snprintf(ctx->ifname, sizeof(ctx->ifname), "%s",
+             params->ifname ? params->ifname : "");
+    snprintf(ctx->route_to, sizeof(ctx->route_to), "%s",
+             params->route_to ? params->route_to : "");
     ctx->next_key = 1;
     ctx->timer_kind = TP_TCP_K_TIMER;
     util_list_t *lists[] = {&ctx->mrs,       &ctx->listeners,  &ctx->eps,

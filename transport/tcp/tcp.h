@@ -129,6 +129,8 @@ struct tp_tcp_ctx {
     int tfd; /* handshake deadlines */
     tp_tcp_kind_t timer_kind;
     bool crc;
+    char ifname[256];   /* STRATA_IFNAME */
+    char route_to[256]; /* tp_params_t.route_to */
     tp_auth_secret_t secret;
     tp_evq_t evq;
     uint64_t next_key;
@@ -173,7 +175,11 @@ strata_status_t tp_tcp_resolve(const char *addr, bool passive,
                                struct sockaddr_storage *ss_out,
                                socklen_t *len_out);
 void tp_tcp_format(const struct sockaddr *sa, char *buf, size_t len);
-strata_status_t tp_tcp_listen_addr(int fd, char *buf, size_t len);
+/* The address peers reach a listener on fd at: its own, or for a wildcard
+ * listener the interface STRATA_IFNAME or the route to the coordinator
+ * picks (STRATA_ERR_CONFIG, logged, when STRATA_IFNAME matches none). */
+strata_status_t tp_tcp_listen_addr(const tp_tcp_ctx_t *ctx, int fd, char *buf,
+                                   size_t len);
 void tp_tcp_sockopts(int fd, int timeout_ms, const char *peer);
 
 /* tx.c */
