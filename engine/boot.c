@@ -385,6 +385,9 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
     if (ctx->launch.local_rank < 0)
         atomic_store(&ctx->local_rank, local_rank);
     util_debug("welcomed: local rank %d", local_rank);
+    if (ctx->rank != 0) /* rank 0's coordinator is itself */
+        eng_live_watch(ctx, 0);
+    eng_live_start(ctx);
     if (ctx->role_ops->on_welcome)
         ctx->role_ops->on_welcome(ctx);
 }
@@ -426,6 +429,12 @@ static void eng_boot_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
     case ENG_MSG_REFUSED:
         eng_get_str(r, reason, sizeof(reason));
         eng_boot_refused(ctx, peer, eng_rbuf_ok(r) ? reason : "(malformed)");
+        break;
+    case ENG_MSG_BEAT: /* heard: the loop noted it */
+        eng_get_i64(r);
+        if (!eng_rbuf_ok(r))
+            eng_fail(ctx, STRATA_ERR_PROTO,
+                     "malformed BEAT from the coordinator");
         break;
     case ENG_MSG_DROPPED:
         eng_get_str(r, reason, sizeof(reason));

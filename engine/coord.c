@@ -25,12 +25,16 @@ static void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
 static void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp);
 static void eng_coord_abort(strata_ctx_t *ctx, strata_status_t st,
                             const char *reason);
+static void eng_coord_beat(strata_ctx_t *ctx);
+static void eng_coord_stalled(strata_ctx_t *ctx, int r, uint64_t silent_ns);
 
 /* What the loop calls in the coordinator. */
 static const eng_role_ops_t eng_coord_role = {
     .name = "coordinator",
     .on_accept = eng_coord_on_accept,
     .fail = eng_coord_abort,
+    .beat = eng_coord_beat,
+    .stalled = eng_coord_stalled,
 };
 
 /* The coordinator's connection to a rank. */
@@ -303,6 +307,9 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
         return;
     for (int i = 0; i < ctx->size; i++)
         eng_send_roster(ctx, c->by_rank[i]);
+    for (int i = 1; i < ctx->size; i++) /* rank 0 is this process */
+        eng_live_watch(ctx, i);
+    eng_live_start(ctx);
     /* Nobody else may join: the next job on this address must find no
      * listener (and retry) rather than this job. */
     tp_listener_close(ctx->coord_listener);
@@ -385,8 +392,7 @@ static void eng_on_layout_msg(strata_ctx_t *ctx, eng_member_t *m, unsigned type,
 
 /* ---- failures ---- */
 
-/* A worker dropped from the job (esync, fedavg) is told so when it notices. */
-static void eng_send_dropped(eng_member_t *m)
+void eng_coord_send_dropped(eng_member_t *m)
 {
     unsigned char buf[TP_MSG_MAX];
     eng_wbuf_t w;
@@ -414,7 +420,7 @@ static void eng_on_failed(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     if (eng_fatal(ctx) != STRATA_OK)
         return;
     if (m->dropped) {
-        eng_send_dropped(m);
+        eng_coord_send_dropped(m);
         return;
     }
     if (eng_coord_missing(ctx))
@@ -436,11 +442,63 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     }
     m->bye = true;
     m->peer.left = true;
+    eng_live_unwatch(ctx, m->peer.rank);
     m->metrics = json[0] ? util_strdup(json) : NULL;
     if (!m->dropped) /* a dropped worker was counted then */
         ctx->coord->nbye++;
     if (eng_coord_policy(ctx)->left)
         eng_coord_policy(ctx)->left(ctx, m);
+}
+
+/* A rank is lost without BYE (how: "disconnected without finalizing",
+ * "stopped responding"; why: the details): the policy may go on without a
+ * worker, else the job fails naming it. */
+static void eng_coord_lost(strata_ctx_t *ctx, eng_member_t *m, const char *how,
+                           const char *why)
+{
+    char msg[sizeof(m->drop_why)];
+    snprintf(msg, sizeof(msg), "%s: %s", how, why);
+    const eng_coord_policy_t *pol = eng_coord_policy(ctx);
+    if (pol->lost && pol->lost(ctx, m, msg))
+        return;
+    eng_fail(ctx, STRATA_ERR_PEER, "%s %s %s",
+             m->peer.rank < ctx->naggs ? "aggregator" : "worker",
+             eng_member_name(m), msg);
+}
+
+/* ---- liveness (engine/live.h) ---- */
+
+static void eng_coord_beat(strata_ctx_t *ctx)
+{
+    unsigned char buf[16];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_BEAT);
+    eng_put_i64(&w, 0);
+    for (eng_member_t *m = ctx->coord->members; m; m = m->next)
+        if (m->hello && m->peer.rank != 0 && m->peer.ep && !m->bye &&
+            !m->dropped && eng_send(&m->peer, &w, NULL) != STRATA_OK)
+            util_debug("cannot say BEAT to %s", eng_member_name(m));
+}
+
+static void eng_coord_stalled(strata_ctx_t *ctx, int r, uint64_t silent_ns)
+{
+    eng_member_t *m = ctx->coord->by_rank[r];
+    if (!m || m->bye || m->dropped)
+        return;
+    char why[256];
+    eng_live_describe(ctx, silent_ns, why, sizeof(why));
+    eng_coord_lost(ctx, m, "stopped responding", why);
+}
+
+static void eng_coord_on_beat(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    int64_t progress = eng_get_i64(r);
+    if (!eng_rbuf_ok(r)) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "malformed BEAT from %s",
+                 eng_member_name(m));
+        return;
+    }
+    eng_live_progress(ctx, m->peer.rank, progress);
 }
 
 static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
@@ -467,6 +525,9 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
     case ENG_MSG_FAILED:
         eng_on_failed(ctx, m, r);
         break;
+    case ENG_MSG_BEAT:
+        eng_coord_on_beat(ctx, m, r);
+        break;
     default:
         if (pol->on_msg && pol->on_msg(ctx, m, type, r))
             break;
@@ -481,16 +542,13 @@ static void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
 {
     eng_member_t *m = peer->owner;
     eng_peer_close(peer);
+    if (m->hello)
+        eng_live_unwatch(ctx, m->peer.rank);
     if (m->bye || m->dropped || !m->hello || eng_fatal(ctx))
         return;
-    const char *why = status == STRATA_OK ? "it closed the connection"
-                                          : strata_strerror(status);
-    const eng_coord_policy_t *pol = eng_coord_policy(ctx);
-    if (pol->lost && pol->lost(ctx, m, why))
-        return;
-    eng_fail(ctx, STRATA_ERR_PEER, "%s %s disconnected without finalizing: %s",
-             m->peer.rank < ctx->naggs ? "aggregator" : "worker",
-             eng_member_name(m), why);
+    eng_coord_lost(ctx, m, "disconnected without finalizing",
+                   status == STRATA_OK ? "it closed the connection"
+                                       : strata_strerror(status));
 }
 
 /* ---- metrics ---- */

@@ -16,8 +16,8 @@ typedef struct eng_member {
     eng_peer_t peer;
     struct eng_member *next; /* every accepted connection */
     bool hello, bye;
-    bool dropped;         /* a worker the job goes on without (esync, fedavg) */
-    const char *drop_why; /* a static string: why it was dropped */
+    bool dropped;       /* a worker the job goes on without (esync, fedavg) */
+    char drop_why[320]; /* why it was dropped */
     int pid;
     char host_id[ENG_HOST_ID_MAX];
     eng_agg_info_t info;
@@ -39,6 +39,10 @@ struct eng_coord {
 /* "rank 5 (pid 123 on host)" once it said HELLO, else its peer's name. */
 const char *eng_member_name(eng_member_t *m);
 
+/* Tell a worker dropped from the job (esync, fedavg) why: when it notices,
+ * or at once if it is silent but connected (it reads it when it wakes). */
+void eng_coord_send_dropped(eng_member_t *m);
+
 /* The coordinator's part of a policy (policy.h): what it does beyond
  * admitting ranks, checking the layout and collecting BYEs. NULL: nothing. */
 struct eng_coord_policy {
@@ -50,8 +54,8 @@ struct eng_coord_policy {
      * false: the policy does not either. */
     bool (*on_msg)(strata_ctx_t *ctx, eng_member_t *m, unsigned type,
                    eng_rbuf_t *r);
-    /* A worker was lost without BYE (why: how); true: the job goes on
-     * without it. */
+    /* A worker was lost without BYE (why: how: disconnected, or silent
+     * while connected); true: the job goes on without it. */
     bool (*lost)(strata_ctx_t *ctx, eng_member_t *m, const char *why);
     /* A worker said BYE: it no longer takes part. */
     void (*left)(strata_ctx_t *ctx, eng_member_t *m);

@@ -50,8 +50,11 @@ static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
     util_warn("dropping worker %s: %s; the others go on without it",
               eng_member_name(m), why);
     m->dropped = true;
-    m->drop_why = why;
+    snprintf(m->drop_why, sizeof(m->drop_why), "%s", why);
     c->nbye++; /* it will not say BYE */
+    eng_live_unwatch(ctx, m->peer.rank);
+    if (m->peer.ep) /* silent, not gone: it reads this when it wakes */
+        eng_coord_send_dropped(m);
     if (c->ss && eng_ss_is_live(c->ss, w))
         eng_ss_drop(c->ss, w);
     unsigned char buf[16];

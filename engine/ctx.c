@@ -23,6 +23,7 @@ void eng_ctx_free(strata_ctx_t *ctx)
     eng_agg_free(ctx);
     eng_coord_free(ctx);
     eng_boot_free(ctx);
+    eng_live_free(ctx);
     for (int i = 0; i < ENG_NPROV; i++)
         if (ctx->data_tp[i]) {
             if (ctx->data_listener[i])
@@ -116,6 +117,8 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
     ctx->role = agg ? STRATA_ROLE_AGGREGATOR : STRATA_ROLE_WORKER;
     ctx->worker_index = agg ? -1 : ctx->rank - ctx->naggs;
     st = eng_fd_budget(ctx);
+    if (st == STRATA_OK)
+        st = eng_live_create(ctx);
     if (st != STRATA_OK)
         return st;
     st = eng_policy_create(ctx->cfg, (uint32_t)ctx->nworkers, &ctx->policy);

@@ -12,6 +12,7 @@
  * Modules:
  *   loop.c        progress thread, commands, event dispatch, timers
  *   fail.c        the job's failure, and asking the coordinator for it
+ *   live.c        liveness: beats, and who is stalled (engine/live.h)
  *   msg.c         peers and their handler tables, control messages, names
  *   boot.c        joining the job: the coordinator's address, HELLO, roster
  *   coord.c       the coordinator (rank 0): roster, layout check, exits
@@ -34,6 +35,7 @@
 #include "engine/config.h"
 #include "engine/launch.h"
 #include "engine/layout.h"
+#include "engine/live.h"
 #include "engine/msg.h"
 #include "engine/policy.h"
 #include "engine/wire.h"
@@ -82,6 +84,10 @@ typedef struct eng_role_ops {
     int64_t (*group_clock)(strata_ctx_t *ctx, uint32_t g);
     /* Staleness histogram of the updates applied; any thread. */
     void (*staleness)(strata_ctx_t *ctx, uint64_t *hist, size_t nbuckets);
+    /* Liveness (live.h), the coordinator's part: say BEAT to every rank it
+     * watches; rank r has been silent for silent_ns (no longer watched). */
+    void (*beat)(strata_ctx_t *ctx);
+    void (*stalled)(strata_ctx_t *ctx, int r, uint64_t silent_ns);
 } eng_role_ops_t;
 
 /* Work the progress thread runs at a time: fn, once at_ns has passed. */
@@ -205,8 +211,10 @@ struct strata_ctx {
     _Atomic bool stop;
     eng_timer_t join_timer; /* boot: retry connecting, the join deadline */
     eng_timer_t tick_timer; /* coordinator: the policies' periodic work */
-    struct {                /* eng_fail_soon */
-        uint64_t at_ns;     /* 0: none pending; else when to stop waiting */
+    eng_timer_t live_timer; /* beats, and looking for silent peers */
+    eng_live_t live;
+    struct {            /* eng_fail_soon */
+        uint64_t at_ns; /* 0: none pending; else when to stop waiting */
         strata_status_t status;
         const char *file;
         int line;
@@ -323,6 +331,14 @@ void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,
 #define eng_fail_soon(ctx, status, ...)                                        \
     eng_fail_soon_at(ctx, status, __FILE__, __LINE__, __VA_ARGS__)
 void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
+                      const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* A failure this rank is sure of that the coordinator may not see (it is
+ * the coordinator's own silence): fails at once, and tells the coordinator
+ * (FAILED), so that it reports the same failure if it reads it. */
+#define eng_fail_tell(ctx, status, ...)                                        \
+    eng_fail_tell_at(ctx, status, __FILE__, __LINE__, __VA_ARGS__)
+void eng_fail_tell_at(strata_ctx_t *ctx, strata_status_t status,
                       const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* The coordinator will not answer (why says so): fail with the message

@@ -78,6 +78,19 @@ void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
     ctx->soon.at_ns = util_now_ns() + (uint64_t)ctx->timeout_ms * 1000000u;
 }
 
+void eng_fail_tell_at(strata_ctx_t *ctx, strata_status_t status,
+                      const char *file, int line, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (eng_fatal(ctx) == STRATA_OK && !ctx->coord)
+        eng_fail_report(ctx, status, msg);
+    eng_fail_at(ctx, status, file, line, "%s", msg);
+}
+
 void eng_fail_soon_now(strata_ctx_t *ctx, const char *why)
 {
     if (!ctx->soon.at_ns)

@@ -133,6 +133,8 @@ static void eng_dispatch(strata_ctx_t *ctx, tp_ctx_t *tp, const tp_event_t *ev)
     if (ev->ep && ev->type != TP_EV_ACCEPTED && (!peer || peer->ep != ev->ep))
         return;
     const eng_peer_ops_t *ops = peer ? peer->ops : NULL;
+    if (peer && (ev->type == TP_EV_RECV || ev->type == TP_EV_WRITE_IMM))
+        eng_live_heard(ctx, peer->rank);
     switch (ev->type) {
     case TP_EV_CONNECTED:
         if (ops->on_connected)
@@ -183,6 +185,8 @@ static bool eng_progress_one(strata_ctx_t *ctx, tp_ctx_t *tp)
                      strata_strerror(st));
             return any;
         }
+        if (n > 0) /* stopped before these were read? */
+            eng_live_check(ctx);
         for (int i = 0; i < n; i++)
             eng_dispatch(ctx, tp, &evs[i]);
         any |= n > 0;
@@ -223,6 +227,7 @@ static int eng_sleep_ms(const strata_ctx_t *ctx)
 {
     uint64_t at = eng_earliest(ctx->join_timer.at_ns, ctx->soon.at_ns);
     at = eng_earliest(at, ctx->tick_timer.at_ns);
+    at = eng_earliest(at, ctx->live_timer.at_ns);
     if (!at)
         return -1;
     uint64_t now = util_now_ns();
@@ -248,6 +253,7 @@ static bool eng_timer_due(strata_ctx_t *ctx, eng_timer_t *t)
 {
     if (!t->at_ns || util_now_ns() < t->at_ns)
         return false;
+    eng_live_check(ctx);
     t->at_ns = 0;
     t->fn(ctx);
     return true;
@@ -255,6 +261,7 @@ static bool eng_timer_due(strata_ctx_t *ctx, eng_timer_t *t)
 
 bool eng_loop_once(strata_ctx_t *ctx)
 {
+    eng_live_check(ctx);
     bool busy = eng_cmd_drain(ctx);
     busy |= eng_progress_all(ctx);
     busy |= eng_msgq_flush(&ctx->msgs);
@@ -263,6 +270,7 @@ bool eng_loop_once(strata_ctx_t *ctx)
     eng_fail_soon_due(ctx);
     busy |= eng_timer_due(ctx, &ctx->join_timer);
     eng_timer_due(ctx, &ctx->tick_timer);
+    eng_timer_due(ctx, &ctx->live_timer);
     return busy;
 }
 

@@ -48,13 +48,14 @@
     X(FAILED, 28)     /* rank -> coordinator: a failure seen; ABORT answers */ \
     X(DROPPED, 29)    /* coordinator -> worker: the job goes on without it */  \
     X(LR, 30)         /* worker -> aggregator: learning rate from a clock */   \
-    X(REFUSED, 31)    /* coordinator -> rank: a HELLO of another job */
+    X(REFUSED, 31)    /* coordinator -> rank: a HELLO of another job */        \
+    X(BEAT, 32)       /* rank <-> coordinator: alive, and its progress */
 
 /* HELLO's first fields: what a rank of another program or another version
- * of the protocol (e.g. without LR, or without the job incarnation) is
+ * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 4
+#define ENG_PROTO_VERSION 5
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

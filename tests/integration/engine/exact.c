@@ -14,7 +14,8 @@
  *                  own updates and, from every other worker, at least
  *                  c + 1 - s (the staleness bound) and at most c + 2 + s
  * Failure injection: --mismatch (worker 1 registers a different layout),
- * --die-at N (worker 1 kills itself at step N).
+ * --die-at N (worker 1 kills itself at step N), --stop-at N (worker 1 stops,
+ * SIGSTOP, at step N: connected, but silent until continued).
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>
@@ -39,7 +40,7 @@ typedef struct opts {
     long staleness;     /* -1: unbounded */
     float lr, momentum; /* for --check momentum */
     bool alloc, mismatch, sleep;
-    int die_at;
+    int die_at, stop_at;
 } opts_t;
 
 static float init_value(int t, size_t j)
@@ -198,6 +199,8 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
     for (int c = 0; c < o->steps; c++) {
         if (c == o->die_at && w == 1)
             raise(SIGKILL);
+        if (c == o->stop_at && w == 1)
+            raise(SIGSTOP);
         for (int t = 0; t < NT; t++)
             for (size_t j = 0; j < sizes[t]; j++)
                 grad[t][j] = grad_value(o, nw, w, t, j, c);
@@ -230,11 +233,16 @@ static int parse(int argc, char **argv, opts_t *o)
         {"mismatch", no_argument, NULL, 'm'},
         {"sleep", no_argument, NULL, 'z'},
         {"die-at", required_argument, NULL, 'd'},
+        {"stop-at", required_argument, NULL, 'p'},
         {"lr", required_argument, NULL, 'l'},
         {"momentum", required_argument, NULL, 'o'},
         {NULL, 0, NULL, 0},
     };
-    *o = (opts_t){.steps = 5, .check = "bsp", .staleness = 0, .die_at = -1};
+    *o = (opts_t){.steps = 5,
+                  .check = "bsp",
+                  .staleness = 0,
+                  .die_at = -1,
+                  .stop_at = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -258,6 +266,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'd':
             o->die_at = atoi(optarg);
+            break;
+        case 'p':
+            o->stop_at = atoi(optarg);
             break;
         case 'l':
             o->lr = strtof(optarg, NULL);

@@ -14,6 +14,9 @@
  * --die-in N: the last worker kills itself in round N after a local step.
  * --hang-in N: the last worker falls silent (sleeps --hang-s seconds, still
  * connected) in round N; the State Server drops it, the others go on.
+ * --stop-in N: the last worker stops (SIGSTOP, its progress thread too) in
+ * round N; it is dropped for its silence, the others go on, and it learns
+ * why once continued (SIGCONT).
  * --tolerance X: relative (absolute below 1), for deltas weighted by steps,
  *               which are not exact.
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
@@ -38,7 +41,7 @@ static const strata_dtype_t dtypes[NT] = {STRATA_FP32, STRATA_FP64,
                                           STRATA_FP32};
 
 typedef struct opts {
-    int rounds, die_in, sleep_ms, hang_in, hang_s;
+    int rounds, die_in, sleep_ms, hang_in, hang_s, stop_in;
     bool distinct;
     double tol; /* relative: deltas weighted by steps are not exact */
 } opts_t;
@@ -133,6 +136,8 @@ static int one_round(strata_ctx_t *ctx, const opts_t *o, int w, int last, int r,
         steps++;
         if (r == o->die_in && w == last)
             raise(SIGKILL);
+        if (r == o->stop_in && w == last && steps == 1)
+            raise(SIGSTOP);
         if (r == o->hang_in && w == last && steps == 1)
             sleep((unsigned)o->hang_s); /* connected, but silent */
         if ((st = strata_round_ready(ctx, now_s() - t0, &ready)) != STRATA_OK)
@@ -157,7 +162,8 @@ static int run_worker(strata_ctx_t *ctx, const void *arg)
         int steps;
         if ((rc = one_round(ctx, o, w, nw - 1, r, &steps)) != 0)
             return rc;
-        int n = r >= o->die_in || r >= o->hang_in ? nw - 1 : nw;
+        int n =
+            r >= o->die_in || r >= o->hang_in || r >= o->stop_in ? nw - 1 : nw;
         double sum = 0;
         for (int v = 0; v < n; v++)
             sum += o->distinct ? (v + 1) * (r + 1) : r + 1;
@@ -186,13 +192,15 @@ int main(int argc, char **argv)
         {"tolerance", required_argument, NULL, 't'},
         {"hang-in", required_argument, NULL, 'h'},
         {"hang-s", required_argument, NULL, 'H'},
+        {"stop-in", required_argument, NULL, 'S'},
         {NULL, 0, NULL, 0},
     };
     opts_t o = {.rounds = 4,
                 .die_in = 1 << 30,
                 .sleep_ms = 1,
                 .hang_in = 1 << 30,
-                .hang_s = 8};
+                .hang_s = 8,
+                .stop_in = 1 << 30};
     int c;
     while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
         if (c == 'r')
@@ -209,6 +217,8 @@ int main(int argc, char **argv)
             o.hang_in = atoi(optarg);
         else if (c == 'H')
             o.hang_s = atoi(optarg);
+        else if (c == 'S')
+            o.stop_in = atoi(optarg);
         else
             return 2;
     }
