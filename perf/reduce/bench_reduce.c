@@ -14,6 +14,10 @@
  *   mpi-pairwise  Open MPI's MPI_Reduce_local, two buffers at a time
  *   roofline      memcpy (2 x bytes) and a[i] += b[i] (3 x bytes), with
  *                 one thread and with the pool's threads
+ *   read          the read-only kernel: loads the N sources as a reduction
+ *                 does and stores nothing (N x bytes), one thread and the
+ *                 pool's; a reduction's time is reported against it ("x
+ *                 read": 1.00 would be a reduction that writes for free)
  */
 #include <errno.h>
 #include <getopt.h>
@@ -53,6 +57,7 @@ typedef enum kind {
     K_MPI,      /* MPI_Reduce_local, two buffers at a time */
     K_COPY,     /* roofline: memcpy */
     K_ADD,      /* roofline: a += b */
+    K_READ,     /* read-only: load the N sources, store nothing */
 } kind_t;
 
 typedef struct cand {
@@ -65,6 +70,7 @@ typedef struct cand {
     double round[MAX_REPS]; /* GB/s of each round, in time order */
     double gbps;            /* median */
     double of_roof;         /* median over rounds of GB/s / roofline */
+    double x_read; /* median over rounds of time / the read kernel's time */
 } cand_t;
 
 /* One configuration: element type, sources, bytes per buffer. */
@@ -171,14 +177,19 @@ static void run_once(bench_t *b, const cand_t *k, const cfg_t *c)
         perf_roofline_add(k->threads > 1 ? b->pool : NULL, b->dst, b->srcs[1],
                           c->bytes);
         break;
+    case K_READ:
+        perf_roofline_read(k->threads > 1 ? b->pool : NULL, b->srcs, c->nsrc,
+                           c->bytes);
+        break;
     }
 }
 
 static double bytes_moved(const cand_t *k, const cfg_t *c)
 {
-    double n = k->kind == K_COPY  ? 2
-               : k->kind == K_ADD ? 3
-                                  : (double)(c->nsrc + 1);
+    double n = k->kind == K_COPY   ? 2
+               : k->kind == K_ADD  ? 3
+               : k->kind == K_READ ? (double)c->nsrc
+                                   : (double)(c->nsrc + 1);
     return n * (double)c->bytes;
 }
 
@@ -208,6 +219,7 @@ static size_t candidates(const bench_t *b, const cfg_t *c, cand_t *k)
     for (unsigned th = 1; th <= t; th += t > 1 ? t - 1 : 1) {
         n = add_cand(k, n, K_COPY, "roofline-memcpy", "libc", th, NULL);
         n = add_cand(k, n, K_ADD, "roofline-add", "c", th, NULL);
+        n = add_cand(k, n, K_READ, "read-only", "c", th, NULL);
     }
     return n;
 }
@@ -230,17 +242,33 @@ static double roofline_round(const cand_t *all, size_t n, const cand_t *k,
     return roof;
 }
 
-/* Medians of k's rounds: GB/s, and its share of the roofline measured in
- * the same round (robust to a neighbour who comes and goes). */
-static void summarise(const cand_t *all, size_t n, cand_t *k)
+/* The read-only kernel with t threads; NULL if none. */
+static const cand_t *read_cand(const cand_t *all, size_t n, unsigned t)
 {
-    double v[MAX_REPS], f[MAX_REPS];
+    for (size_t i = 0; i < n; i++)
+        if (all[i].kind == K_READ && all[i].threads == t)
+            return &all[i];
+    return NULL;
+}
+
+/* Medians of k's rounds: GB/s, its share of the roofline measured in the
+ * same round, and its time over the read-only kernel's in the same round
+ * (robust to a neighbour who comes and goes). */
+static void summarise(const cand_t *all, size_t n, const cfg_t *c, cand_t *k)
+{
+    double v[MAX_REPS], f[MAX_REPS], x[MAX_REPS];
+    const cand_t *rd = read_cand(all, n, k->threads);
+    unsigned nx = 0;
     for (unsigned r = 0; r < k->nsamples; r++) {
         v[r] = k->round[r];
         f[r] = k->round[r] / roofline_round(all, n, k, r);
+        if (rd && r < rd->nsamples)
+            x[nx++] = (bytes_moved(k, c) / k->round[r]) /
+                      (bytes_moved(rd, c) / rd->round[r]);
     }
     k->gbps = median(v, k->nsamples);
     k->of_roof = median(f, k->nsamples);
+    k->x_read = nx ? median(x, nx) : 0;
 }
 
 /* Calibrates each candidate, then samples all of them in rounds. A slow
@@ -275,7 +303,7 @@ static void measure(bench_t *b, const cfg_t *c, cand_t *k, size_t n)
         }
     }
     for (size_t i = 0; i < n; i++)
-        summarise(k, n, &k[i]);
+        summarise(k, n, c, &k[i]);
 }
 
 /* ---- output ---- */
@@ -309,6 +337,9 @@ static const char *cand_label(const cand_t *k, char *buf, size_t cap)
         return buf;
     case K_ADD:
         snprintf(buf, cap, "a+=b,%ut", k->threads);
+        return buf;
+    case K_READ:
+        snprintf(buf, cap, "read,%ut", k->threads);
         return buf;
     }
     return "?";
@@ -344,6 +375,9 @@ static void print_header(const cand_t *k, size_t n, unsigned threads)
     printf("  %7s", "%roof1t");
     if (threads > 1)
         printf(" %6s%u%s", "%roof", threads, "t");
+    printf(" %7s", "xread1t");
+    if (threads > 1)
+        printf(" %6s%u%s", "xread", threads, "t");
     printf("\n");
 }
 
@@ -359,6 +393,9 @@ static void print_row(const bench_t *b, const cfg_t *c, const cand_t *k,
     printf("  %6.0f%%", 100 * strata_best(k, n, 1)->of_roof);
     if (t > 1)
         printf(" %7.0f%%", 100 * strata_best(k, n, t)->of_roof);
+    printf(" %7.2f", strata_best(k, n, 1)->x_read);
+    if (t > 1)
+        printf(" %8.2f", strata_best(k, n, t)->x_read);
     printf("\n");
     fflush(stdout);
 }
@@ -368,16 +405,19 @@ static void print_row(const bench_t *b, const cfg_t *c, const cand_t *k,
 static void json_row(bench_t *b, const cfg_t *c, const cand_t *k, size_t n)
 {
     for (size_t i = 0; b->json && i < n; i++) {
-        if (k[i].kind == K_COPY || k[i].kind == K_ADD)
+        if (k[i].kind == K_COPY || k[i].kind == K_ADD || k[i].kind == K_READ)
             continue;
+        const cand_t *rd = read_cand(k, n, k[i].threads);
         fprintf(b->json,
                 "%s\n    {\"impl\": \"%s\", \"isa\": \"%s\", \"dtype\": "
                 "\"%s\", \"sources\": %zu, \"bytes\": %zu, \"gbps\": %.3f, "
                 "\"threads\": %u, \"roofline_gbps\": %.3f, "
-                "\"of_roofline\": %.3f}",
+                "\"of_roofline\": %.3f, \"read_only_gbps\": %.3f, "
+                "\"time_vs_read_only\": %.3f}",
                 b->nresults++ ? "," : "", k[i].impl, k[i].isa,
                 strata_dtype_name(c->dtype), c->nsrc, c->bytes, k[i].gbps,
-                k[i].threads, roofline_of(k, n, k[i].threads), k[i].of_roof);
+                k[i].threads, roofline_of(k, n, k[i].threads), k[i].of_roof,
+                rd ? rd->gbps : 0, k[i].x_read);
     }
 }
 
@@ -610,7 +650,7 @@ static double median_of(roof_acc_t *a)
  * rounds, and the baselines. */
 typedef struct summary {
     cfg_t c;
-    double best[2], of_roof[2], roof[2], pairwise, mpi;
+    double best[2], of_roof[2], roof[2], x_read[2], pairwise, mpi;
 } summary_t;
 
 static summary_t summarise_cfg(const bench_t *b, const cfg_t *c,
@@ -621,6 +661,7 @@ static summary_t summarise_cfg(const bench_t *b, const cfg_t *c,
         const cand_t *best = strata_best(k, n, t ? b->o.threads : 1);
         m.best[t] = best ? best->gbps : 0;
         m.of_roof[t] = best ? best->of_roof : 0;
+        m.x_read[t] = best ? best->x_read : 0;
         m.roof[t] = roofline_of(k, n, t ? b->o.threads : 1);
     }
     for (size_t i = 0; i < n; i++) {
@@ -638,14 +679,15 @@ static void print_summary(const bench_t *b, const summary_t *m)
     unsigned t = b->o.threads;
     fmt_size(m->c.bytes, size, sizeof(size));
     printf("%s, %zu sources, %s: 1 thread %.1f GB/s (%.0f%% of the 1-thread "
-           "roofline)",
+           "roofline, %.2fx the read-only kernel's time)",
            strata_dtype_name(m->c.dtype), m->c.nsrc, size, m->best[0],
-           100 * m->of_roof[0]);
+           100 * m->of_roof[0], m->x_read[0]);
     if (t > 1)
         printf(", %u threads %.1f GB/s (%.0f%% of the %u-thread roofline, "
-               "%.0f%% of the 1-thread one)",
+               "%.0f%% of the 1-thread one, %.2fx the read-only kernel's "
+               "time)",
                t, m->best[1], 100 * m->of_roof[1], t,
-               100 * m->best[1] / m->roof[0]);
+               100 * m->best[1] / m->roof[0], m->x_read[1]);
     double best = fmax(m->best[0], m->best[1]);
     printf("; %.1fx pairwise", best / m->pairwise);
     if (m->mpi > 0)
@@ -727,7 +769,8 @@ static void print_intro(const bench_t *b)
                        : (b->o.mpi ? perf_mpi_version() : "disabled"));
     printf("columns: strata per table (1 thread), best table over the pool, "
            "plain loop, pairwise (strata), mpi-pw (MPI_Reduce_local), "
-           "roofline\n");
+           "roofline, read-only kernel (GB/s of N x bytes); xread: Strata's "
+           "time / the read-only kernel's, same rounds\n");
 }
 
 int main(int argc, char **argv)

@@ -37,5 +37,9 @@ void perf_roofline_copy(strata_reduce_pool_t *pool, void *dst, const void *src,
                         size_t bytes);
 void perf_roofline_add(strata_reduce_pool_t *pool, float *a, const float *b,
                        size_t bytes);
+/* Loads bytes of each of srcs[0..nsrc-1] as a reduction reads them and
+ * stores nothing: what reducing them into a destination cannot beat. */
+void perf_roofline_read(strata_reduce_pool_t *pool, const void *const *srcs,
+                        size_t nsrc, size_t bytes);
 
 #endif /* STRATA_PERF_REDUCE_BENCH_REDUCE_H */

@@ -35,6 +35,15 @@ for impl in strata scalar pairwise; do
 done
 n=$(grep -c '"impl": "strata", "isa": "[^"]*", "dtype": "[a-z0-9]*", "sources": [0-9]*, "bytes": 12288, "gbps": [0-9.]*, "threads": 2' "$json")
 [ "$n" -eq 4 ] || fail "expected 4 pooled strata results, got $n"
+# the read-only kernel: its columns, a ratio against it in every result
+for t in 1 2; do
+  grep -Eq "read,${t}t .* xread${t}t" <<<"$out" || fail "no read,${t}t column"
+done
+grep -Eq '^fp32 +3 +12KiB( +[0-9.]+%?)+$' <<<"$out" || fail "bad fp32 row: $out"
+n=$(grep -c '"impl"' "$json")
+r=$(grep -c '"read_only_gbps": [0-9.]*[1-9][0-9.]*, "time_vs_read_only": [0-9.]*[1-9][0-9.]*}' "$json")
+[ "$r" -eq "$n" ] || fail "$r of $n results against the read-only kernel"
+grep -q "the read-only kernel's time" <<<"$out" || fail "no read-only summary"
 
 err=$("$tool" --sources 65 2>&1); rc=$?
 [ "$rc" -eq 2 ] || fail "--sources 65 exited $rc"
