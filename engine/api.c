@@ -319,8 +319,6 @@ strata_status_t strata_pull(strata_ctx_t *ctx, int64_t clock,
 strata_status_t strata_step(strata_ctx_t *ctx)
 {
     strata_request_t *push, *pull = NULL;
-    if (ctx && ctx->worker)
-        eng_worker_step_begin(ctx);
     strata_status_t st = strata_push(ctx, NULL, 0, &push);
     if (st != STRATA_OK)
         return st;
@@ -334,7 +332,6 @@ strata_status_t strata_step(strata_ctx_t *ctx)
         eng_req_abandon(push);
     else
         eng_req_put(push);
-    eng_worker_step_end(ctx);
     return st != STRATA_OK ? st : pst;
 }
 

@@ -1,16 +1,16 @@
 /*
- * GSSP regrouping, on the coordinator. Workers report each epoch's
- * iteration time (EPOCH); once every live worker has ended epoch e, the
- * grouping (engine/grouping.h) classifies them, every worker learns its
- * group's speed rank (RANK), and if a worker's group changed:
+ * GSSP regrouping, on the coordinator. Workers report their own step times
+ * (STEPS); the grouping (engine/grouping.h) probes, then groups them by the
+ * cost model and revises the groups as the times change. Every worker learns
+ * its group's speed rank when it changes (RANK), and when the assignment
+ * changes:
  *   1. FREEZE to every live worker; each stops pushing at its next clock
- *      boundary S and says so (FROZEN S).
- *   2. The moves: worker w joins group g so that its push of worker clock
- *      S_w is g's clock J_g, past every clock of g anyone ever pushed into
- *      (its workers at their FROZEN clocks, those that left it at their
- *      last), so no group clock is completed twice. The same segments are
- *      appended here and, by PLAN / PLAN_END, on every aggregator, which
- *      answers PLANNED.
+ *      boundary S and says so at once (FROZEN S).
+ *   2. The plan (eng_members_regroup): each group gaining workers starts
+ *      afresh at a clock J past every clock of it anyone ever pushed into,
+ *      and everyone in it continues there. The same segments are appended
+ *      here and, by PLAN / PLAN_END, on every aggregator, which answers
+ *      PLANNED.
  *   3. GO to every frozen worker, with its group and rank.
  * Nobody pushes across the boundary while the plan travels, and every
  * aggregator maps each push to the same group clock (engine/members.h), so
@@ -23,20 +23,23 @@
 #include "engine/grouping.h"
 #include "engine/members.h"
 #include "util/alloc.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 enum { ENG_RG_NOT_ASKED = -1, ENG_RG_ASKED = -2 }; /* frozen_at */
 
+/* Least interval between two evaluations of the grouping: reports arrive
+ * from every worker, the programme is O(k n^2). */
+#define ENG_RG_EVAL_NS (10 * 1000000ull)
+
 typedef struct eng_regroup {
     eng_grouping_t *grouping;
     eng_members_t *members; /* as the aggregators have them */
-    uint32_t *epochs;       /* [workers]: epochs reported */
-    uint32_t classified;    /* epochs classified */
-    int64_t *frozen_at;     /* [workers]: FROZEN clock; ENG_RG_* below */
+    int64_t *frozen_at;     /* [workers]: FROZEN clock; ENG_RG_* above */
     uint32_t *target;       /* [workers]: group after the regroup */
-    int64_t *join_clock;    /* [groups]: J of the groups gaining workers */
-    int64_t *high;          /* [groups]: clocks that ended segments reached */
-    int64_t *final;         /* [workers]: FINAL clock, -1 */
+    eng_move_t *moves;      /* [workers]: a regroup's segments */
+    uint64_t rank_gen;      /* ranks last told */
+    uint64_t eval_ns;       /* last evaluation */
     uint32_t gen, waiting;  /* the regroup under way; answers awaited */
     enum { ENG_RG_IDLE, ENG_RG_FREEZING, ENG_RG_PLANNING } phase;
 } eng_regroup_t;
@@ -56,17 +59,11 @@ static strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx)
         st = eng_members_create(nw, p->ngroups, p->group_of, &rg->members);
     if (st != STRATA_OK)
         return st;
-    rg->epochs = util_calloc(nw ? nw : 1, sizeof(*rg->epochs));
     rg->frozen_at = util_calloc(nw ? nw : 1, sizeof(*rg->frozen_at));
     rg->target = util_calloc(nw ? nw : 1, sizeof(*rg->target));
-    rg->join_clock = util_calloc(p->ngroups, sizeof(*rg->join_clock));
-    rg->high = util_calloc(p->ngroups, sizeof(*rg->high));
-    rg->final = util_calloc(nw ? nw : 1, sizeof(*rg->final));
-    if (!rg->epochs || !rg->frozen_at || !rg->target || !rg->join_clock ||
-        !rg->high || !rg->final)
+    rg->moves = util_calloc(nw ? nw : 1, sizeof(*rg->moves));
+    if (!rg->frozen_at || !rg->target || !rg->moves)
         return STRATA_ERR_NOMEM;
-    for (uint32_t w = 0; w < nw; w++)
-        rg->final[w] = -1;
     return STRATA_OK;
 }
 
@@ -77,12 +74,9 @@ static void eng_coord_regroup_free(strata_ctx_t *ctx)
         return;
     eng_grouping_destroy(rg->grouping);
     eng_members_destroy(rg->members);
-    util_free(rg->epochs);
     util_free(rg->frozen_at);
     util_free(rg->target);
-    util_free(rg->join_clock);
-    util_free(rg->high);
-    util_free(rg->final);
+    util_free(rg->moves);
     util_free(rg);
     ctx->coord->rg = NULL;
 }
@@ -109,15 +103,16 @@ static void eng_rg_send(strata_ctx_t *ctx, eng_member_t *m, eng_wbuf_t *msg)
 
 /* ---- 3. GO ---- */
 
-static void eng_rg_maybe_classify(strata_ctx_t *ctx);
+static void eng_rg_evaluate(strata_ctx_t *ctx);
 
 /* Every live worker is told its group and that group's speed rank: RANK
- * after a classification, GO (to the frozen ones) after a regroup. */
+ * when the ranks changed, GO (to the frozen ones) after a regroup. */
 static void eng_rg_tell(strata_ctx_t *ctx, eng_msg_type_t type)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     unsigned char buf[32];
     eng_wbuf_t msg;
+    rg->rank_gen = eng_grouping_rank_generation(rg->grouping);
     for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++) {
         eng_member_t *m = eng_live_worker(ctx, w);
         if (!m || (type == ENG_MSG_GO && rg->frozen_at[w] < 0))
@@ -134,10 +129,13 @@ static void eng_rg_go(strata_ctx_t *ctx)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     eng_rg_tell(ctx, ENG_MSG_GO);
-    util_info("regroup %u done: %u groups (GVF %.3f)", rg->gen,
-              eng_grouping_count(rg->grouping), eng_grouping_gvf(rg->grouping));
+    uint32_t k = eng_grouping_count(rg->grouping);
+    util_info("regroup %u done: %u group%s, predicted %.2fx BSP's rate",
+              rg->gen, k, k == 1 ? "" : "s",
+              eng_grouping_rate(rg->grouping) /
+                  eng_grouping_rate_bsp(rg->grouping));
     rg->phase = ENG_RG_IDLE;
-    eng_rg_maybe_classify(ctx);
+    eng_rg_evaluate(ctx);
 }
 
 static void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m,
@@ -157,75 +155,41 @@ static void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m,
 
 /* ---- 2. the plan ---- */
 
-static void eng_rg_raise(int64_t *v, int64_t to)
+static void eng_rg_send_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg)
 {
-    if (to > *v)
-        *v = to;
+    for (int a = 0; a < ctx->naggs; a++)
+        eng_rg_send(ctx, ctx->coord->by_rank[a], msg);
 }
 
-/* J of every group that gains workers: past every clock of the group that
- * anyone ever pushed into (its members now, and those that left it), so no
- * clock is completed twice; and, into a group left empty, no earlier than
- * the group clocks its movers had reached (the tracker's least clock is
- * below those). */
-static void eng_rg_join_clocks(strata_ctx_t *ctx)
-{
-    eng_regroup_t *rg = ctx->coord->rg;
-    uint32_t nw = (uint32_t)ctx->nworkers;
-    for (uint32_t g = 0; g < ctx->policy->ngroups; g++)
-        rg->join_clock[g] = rg->high[g];
-    for (uint32_t w = 0; w < nw; w++) {
-        const eng_segment_t *s = eng_members_current(rg->members, w);
-        if (rg->frozen_at[w] >= 0) {
-            eng_rg_raise(&rg->join_clock[s->group],
-                         rg->frozen_at[w] + s->offset);
-            eng_rg_raise(&rg->join_clock[rg->target[w]],
-                         rg->frozen_at[w] + s->offset);
-        }
-    }
-    for (uint32_t w = 0; w < nw; w++) {
-        const eng_segment_t *s = eng_members_current(rg->members, w);
-        if (rg->frozen_at[w] >= 0 && s->group != rg->target[w])
-            eng_rg_raise(&rg->high[s->group], rg->frozen_at[w] + s->offset);
-    }
-}
-
-/* Append the moves here and send them to every aggregator. */
+/* Plan the moves here and send them to every aggregator, as many to a
+ * PLAN message as fit. */
 static strata_status_t eng_rg_plan(strata_ctx_t *ctx, uint32_t *nmoves)
 {
     eng_regroup_t *rg = ctx->coord->rg;
-    eng_rg_join_clocks(ctx);
+    strata_status_t st = eng_members_regroup(rg->members, rg->frozen_at,
+                                             rg->target, rg->moves, nmoves);
+    if (st != STRATA_OK)
+        return st;
     unsigned char buf[TP_MSG_MAX];
     eng_wbuf_t msg;
     eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_PLAN);
     eng_put_u32(&msg, rg->gen);
-    *nmoves = 0;
-    for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++) {
-        const eng_segment_t *s = eng_members_current(rg->members, w);
-        uint32_t g = rg->target[w];
-        if (rg->frozen_at[w] < 0 || s->group == g)
-            continue;
-        strata_status_t st = eng_members_move(rg->members, w, rg->frozen_at[w],
-                                              g, rg->join_clock[g]);
-        if (st != STRATA_OK)
-            return st;
+    for (uint32_t i = 0; i < *nmoves; i++) {
+        const eng_move_t *mv = &rg->moves[i];
         util_debug("regroup %u: worker %u from clock %" PRId64
                    " into group %u at its clock %" PRId64,
-                   rg->gen, w, rg->frozen_at[w], g, rg->join_clock[g]);
+                   rg->gen, mv->worker, mv->start, mv->group, mv->group_clock);
         if (eng_wbuf_room(&msg) < 24) {
-            for (int a = 0; a < ctx->naggs; a++)
-                eng_rg_send(ctx, ctx->coord->by_rank[a], &msg);
+            eng_rg_send_aggs(ctx, &msg);
             eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_PLAN);
             eng_put_u32(&msg, rg->gen);
         }
-        eng_put_u32(&msg, w);
-        eng_put_i64(&msg, rg->frozen_at[w]);
-        eng_put_u32(&msg, g);
-        eng_put_i64(&msg, rg->join_clock[g]);
-        (*nmoves)++;
+        eng_put_u32(&msg, mv->worker);
+        eng_put_i64(&msg, mv->start);
+        eng_put_u32(&msg, mv->group);
+        eng_put_i64(&msg, mv->group_clock);
     }
-    for (int a = 0; a < ctx->naggs; a++)
-        eng_rg_send(ctx, ctx->coord->by_rank[a], &msg);
+    eng_rg_send_aggs(ctx, &msg);
     return STRATA_OK;
 }
 
@@ -243,12 +207,10 @@ static void eng_rg_frozen_all(strata_ctx_t *ctx)
     eng_wbuf_t msg;
     rg->phase = ENG_RG_PLANNING;
     rg->waiting = (uint32_t)ctx->naggs;
-    for (int a = 0; a < ctx->naggs; a++) {
-        eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_PLAN_END);
-        eng_put_u32(&msg, rg->gen);
-        eng_put_u32(&msg, nmoves);
-        eng_rg_send(ctx, ctx->coord->by_rank[a], &msg);
-    }
+    eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_PLAN_END);
+    eng_put_u32(&msg, rg->gen);
+    eng_put_u32(&msg, nmoves);
+    eng_rg_send_aggs(ctx, &msg);
 }
 
 static void eng_coord_on_frozen(strata_ctx_t *ctx, eng_member_t *m,
@@ -271,7 +233,7 @@ static void eng_coord_on_frozen(strata_ctx_t *ctx, eng_member_t *m,
         eng_rg_frozen_all(ctx);
 }
 
-/* ---- 1. classifying, FREEZE ---- */
+/* ---- 1. evaluating, FREEZE ---- */
 
 static void eng_rg_freeze(strata_ctx_t *ctx)
 {
@@ -297,58 +259,55 @@ static void eng_rg_freeze(strata_ctx_t *ctx)
         eng_rg_frozen_all(ctx);
 }
 
-/* Once every live worker has ended the next epoch: classify, and regroup
- * if the grouping changed. */
-static void eng_rg_maybe_classify(strata_ctx_t *ctx)
+/* Between regroups: let the grouping revise the groups from the latest
+ * times, and regroup if it changed them. */
+static void eng_rg_evaluate(strata_ctx_t *ctx)
 {
     eng_regroup_t *rg = ctx->coord->rg;
-    uint32_t nlive = 0;
-    for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++)
-        if (eng_live_worker(ctx, w)) {
-            if (rg->epochs[w] <= rg->classified)
-                return;
-            nlive++;
-        }
-    if (rg->phase != ENG_RG_IDLE || nlive == 0 || eng_fatal(ctx))
+    if (rg->phase != ENG_RG_IDLE || eng_fatal(ctx))
         return;
-    rg->classified++;
-    bool changed = false;
-    strata_status_t st = eng_grouping_epoch(rg->grouping, &changed);
+    rg->eval_ns = util_now_ns();
+    bool probing = eng_grouping_probing(rg->grouping), changed = false;
+    strata_status_t st = eng_grouping_evaluate(rg->grouping, &changed);
     if (st != STRATA_OK) {
-        eng_fail(ctx, st, "grouping after epoch %u failed: %s", rg->classified,
+        eng_fail(ctx, st, "grouping the workers failed: %s",
                  strata_strerror(st));
         return;
     }
     if (!changed) { /* ranks may have changed: GDTopK's ratios */
-        eng_rg_tell(ctx, ENG_MSG_RANK);
+        if (!probing &&
+            eng_grouping_rank_generation(rg->grouping) != rg->rank_gen)
+            eng_rg_tell(ctx, ENG_MSG_RANK);
         return;
     }
-    util_info("epoch %u: regrouping into %u groups", rg->classified,
-              eng_grouping_count(rg->grouping));
+    uint32_t k = eng_grouping_count(rg->grouping);
+    util_info("%s: regrouping into %u group%s",
+              probing ? "probe done" : "speeds changed", k, k == 1 ? "" : "s");
     eng_rg_freeze(ctx);
 }
 
-static void eng_coord_on_epoch(strata_ctx_t *ctx, eng_member_t *m,
+static void eng_coord_on_steps(strata_ctx_t *ctx, eng_member_t *m,
                                eng_rbuf_t *r)
 {
     eng_regroup_t *rg = ctx->coord->rg;
-    uint32_t epoch = eng_get_u32(r);
+    uint64_t steps = eng_get_u64(r);
     double seconds = eng_get_f64(r);
     int w = m->peer.rank - ctx->naggs;
-    if (!eng_rbuf_ok(r) || !rg || w < 0 || epoch != rg->epochs[w] + 1) {
-        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected EPOCH from %s",
+    if (!eng_rbuf_ok(r) || !rg || w < 0) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected STEPS from %s",
                  eng_member_name(m));
         return;
     }
     strata_status_t st =
-        eng_grouping_report(rg->grouping, (uint32_t)w, seconds);
+        eng_grouping_measure(rg->grouping, (uint32_t)w, seconds, steps);
     if (st != STRATA_OK) {
-        eng_fail(ctx, st, "the iteration time %s reported was refused",
+        eng_fail(ctx, st, "the step time %s reported was refused",
                  eng_member_name(m));
         return;
     }
-    rg->epochs[w] = epoch;
-    eng_rg_maybe_classify(ctx);
+    if (eng_grouping_probing(rg->grouping) ||
+        util_now_ns() - rg->eval_ns >= ENG_RG_EVAL_NS)
+        eng_rg_evaluate(ctx);
 }
 
 static void eng_coord_on_final(strata_ctx_t *ctx, eng_member_t *m,
@@ -362,7 +321,7 @@ static void eng_coord_on_final(strata_ctx_t *ctx, eng_member_t *m,
                  eng_member_name(m));
         return;
     }
-    rg->final[w] = clock;
+    eng_members_retire(rg->members, (uint32_t)w, clock);
 }
 
 /* A worker finalized (or was dropped): it no longer takes part. */
@@ -372,16 +331,13 @@ static void eng_coord_regroup_left(strata_ctx_t *ctx, eng_member_t *m)
     int w = m->peer.rank - ctx->naggs;
     if (!rg || w < 0)
         return;
-    const eng_segment_t *s = eng_members_current(rg->members, (uint32_t)w);
-    if (rg->final[w] >= 0)
-        eng_rg_raise(&rg->high[s->group], rg->final[w] + s->offset);
     eng_grouping_drop(rg->grouping, (uint32_t)w);
     if (rg->phase == ENG_RG_FREEZING && rg->frozen_at[w] == ENG_RG_ASKED) {
         rg->frozen_at[w] = ENG_RG_NOT_ASKED;
         if (--rg->waiting == 0)
             eng_rg_frozen_all(ctx);
     } else if (rg->phase == ENG_RG_IDLE)
-        eng_rg_maybe_classify(ctx);
+        eng_rg_evaluate(ctx);
 }
 
 static strata_status_t eng_coord_gssp_create(strata_ctx_t *ctx)
@@ -397,8 +353,8 @@ static bool eng_coord_gssp_msg(strata_ctx_t *ctx, eng_member_t *m,
                                unsigned type, eng_rbuf_t *r)
 {
     switch (type) {
-    case ENG_MSG_EPOCH:
-        eng_coord_on_epoch(ctx, m, r);
+    case ENG_MSG_STEPS:
+        eng_coord_on_steps(ctx, m, r);
         return true;
     case ENG_MSG_FROZEN:
         eng_coord_on_frozen(ctx, m, r);

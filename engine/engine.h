@@ -105,7 +105,7 @@ typedef enum eng_cmd_type {
     ENG_CMD_FINALIZE,
     ENG_CMD_QUERY, /* rounds: ask the State Server (no request) */
     ENG_CMD_ROUND, /* rounds: local steps of a round, to the aggregators */
-    ENG_CMD_EPOCH, /* gssp: an epoch ended, its mean iteration time */
+    ENG_CMD_EPOCH, /* gssp: an epoch ended (GDTopK's schedule) */
     ENG_CMD_LR,    /* a learning rate from a clock on, to the aggregators */
 } eng_cmd_type_t;
 
@@ -130,7 +130,6 @@ struct eng_cmd {
         } round;
         struct {
             uint32_t epoch;
-            double seconds;
         } epoch;
         struct {
             int64_t clock;
@@ -165,6 +164,7 @@ struct strata_request {
     util_gate_t *gate;    /* PULL: raised to the clock every buffer holds */
     uint32_t outstanding; /* PUSH: tensors not yet fully written */
     uint32_t ntensors;    /* PUSH: the tensors, in tensors[] */
+    uint64_t pushed_ns;   /* PUSH: when the application pushed */
     uint32_t *tensors;
     bool abandoned; /* application thread: free it once done */
     strata_request_t *next_free;
@@ -439,9 +439,6 @@ strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,
 /* Announce the aggregators' learning rate from the first clock this worker
  * has not begun to push. */
 strata_status_t eng_worker_set_lr(strata_ctx_t *ctx, double lr);
-/* strata_step's bounds: the time computing in between (gssp's speed). */
-void eng_worker_step_begin(strata_ctx_t *ctx);
-void eng_worker_step_end(strata_ctx_t *ctx);
 /* strata_epoch_end, its arguments checked: the policy's to take. */
 strata_status_t eng_worker_epoch_end(strata_ctx_t *ctx,
                                      double iteration_seconds);

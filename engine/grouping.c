@@ -1,4 +1,4 @@
-/* GSSP grouping: EMA of iteration times, Fisher-Jenks, hysteresis. */
+/* GSSP grouping: measured step times, the cost model, hysteresis. */
 #include "engine/grouping.h"
 
 #include <errno.h>
@@ -7,154 +7,41 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/group_cost.h"
 #include "engine/tracker.h"
 #include "util/alloc.h"
 #include "util/log.h"
 
-/* GVFs this close to the target count as reaching it (exact fits such as
- * 0.8 computed as 0.7999999999999999). */
-#define GRP_GVF_SLACK 1e-12
-
 struct eng_grouping {
     uint32_t workers;
     uint32_t fixed_k; /* 0: automatic */
-    uint32_t max_groups;
-    double gvf_target;
+    uint32_t capacity;
+    uint32_t probe_steps;
+    double gain;
     bool manual;
+    eng_cost_t *cost;
 
-    double *ema;
-    bool *reported;
+    double *time;    /* [workers]: latest step time */
+    uint64_t *steps; /* [workers]: steps measured */
     bool *dead;
     uint32_t *group_of;
-    uint32_t k;
-    double *rank; /* [capacity] */
-    double gvf;
-    uint64_t generation;
+    double *rank;   /* [capacity] */
+    uint32_t count; /* groups with a live member */
+    uint64_t generation, rank_generation;
     bool classified;
-    bool *changed_before; /* class differed from group at the last epoch */
+    double rate, rate_bsp;
+    bool pending;            /* a better grouping waits for confirmation */
+    uint64_t *pending_steps; /* [workers]: steps when it was first found */
 
-    /* scratch for a classification */
-    uint32_t *order; /* live workers by EMA */
+    /* scratch of an evaluation */
+    uint32_t *order; /* live workers by time */
     double *sorted;
-    uint32_t *cand;
-    uint32_t *start;
+    uint32_t *cand;  /* [workers]: the candidate's group of each */
+    uint32_t *start; /* [capacity]: class starts */
+    uint32_t *id_of; /* [capacity]: group id of each class */
+    uint32_t *tally; /* [capacity]: overlap of a class with each id */
+    bool *id_taken;  /* [capacity] */
 };
-
-/* ---- Fisher-Jenks ---- */
-
-double eng_ssd(const double *x, uint32_t n)
-{
-    if (n == 0)
-        return 0;
-    double mean = 0, ss = 0;
-    for (uint32_t i = 0; i < n; i++)
-        mean += x[i];
-    mean /= n;
-    for (uint32_t i = 0; i < n; i++)
-        ss += (x[i] - mean) * (x[i] - mean);
-    return ss;
-}
-
-typedef struct grp_dp {
-    uint32_t n, kmax;
-    double *s1, *s2; /* prefix sums of the centred values and squares */
-    double *cost;    /* [(kmax+1) * (n+1)]: least SDCM of x[0..j) in c */
-    uint32_t *from;  /* start of the last class in that optimum */
-} grp_dp_t;
-
-static double grp_ssd_range(const grp_dp_t *dp, uint32_t i, uint32_t j)
-{
-    double s = dp->s1[j] - dp->s1[i];
-    double v = dp->s2[j] - dp->s2[i] - s * s / (double)(j - i);
-    return v > 0 ? v : 0;
-}
-
-/* The exact programme: cost[c][j] = min over i of cost[c-1][i] + SSD(i, j).
- * O(kmax n^2) time; centring first keeps the prefix sums accurate when the
- * times are large next to their spread. */
-static strata_status_t grp_dp_run(grp_dp_t *dp, const double *x)
-{
-    uint32_t n = dp->n, w = n + 1;
-    dp->s1 = util_calloc(w, sizeof(double));
-    dp->s2 = util_calloc(w, sizeof(double));
-    dp->cost = util_calloc((size_t)(dp->kmax + 1) * w, sizeof(double));
-    dp->from = util_calloc((size_t)(dp->kmax + 1) * w, sizeof(uint32_t));
-    if (!dp->s1 || !dp->s2 || !dp->cost || !dp->from) {
-        util_error("grouping: out of memory for Jenks over %" PRIu32
-                   " values and %" PRIu32 " classes",
-                   n, dp->kmax);
-        return STRATA_ERR_NOMEM;
-    }
-    double mean = 0;
-    for (uint32_t i = 0; i < n; i++)
-        mean += x[i] / n;
-    for (uint32_t i = 0; i < n; i++) {
-        double c = x[i] - mean;
-        dp->s1[i + 1] = dp->s1[i] + c;
-        dp->s2[i + 1] = dp->s2[i] + c * c;
-    }
-    for (uint32_t j = 1; j <= n; j++)
-        dp->cost[w + j] = grp_ssd_range(dp, 0, j);
-    for (uint32_t c = 2; c <= dp->kmax; c++)
-        for (uint32_t j = c; j <= n; j++) {
-            double best = INFINITY;
-            uint32_t arg = c - 1;
-            for (uint32_t i = c - 1; i < j; i++) {
-                double v = dp->cost[(c - 1) * w + i] + grp_ssd_range(dp, i, j);
-                if (v < best) {
-                    best = v;
-                    arg = i;
-                }
-            }
-            dp->cost[c * w + j] = best;
-            dp->from[c * w + j] = arg;
-        }
-    return STRATA_OK;
-}
-
-static void grp_dp_breaks(const grp_dp_t *dp, uint32_t k, uint32_t *start)
-{
-    uint32_t j = dp->n, w = dp->n + 1;
-    for (uint32_t c = k; c >= 2; c--) {
-        j = dp->from[c * w + j];
-        start[c - 1] = j;
-    }
-    start[0] = 0;
-}
-
-static void grp_dp_free(grp_dp_t *dp)
-{
-    util_free(dp->s1);
-    util_free(dp->s2);
-    util_free(dp->cost);
-    util_free(dp->from);
-}
-
-strata_status_t eng_jenks(const double *x, uint32_t n, uint32_t k,
-                          uint32_t *start_out, double *sdcm_out)
-{
-    if (k == 0 || k > n) {
-        util_error("grouping: cannot cut %" PRIu32 " values into %" PRIu32
-                   " classes",
-                   n, k);
-        return STRATA_ERR_INVALID;
-    }
-    for (uint32_t i = 1; i < n; i++)
-        if (!(x[i - 1] <= x[i])) {
-            util_error("grouping: Jenks needs sorted values; value %" PRIu32
-                       " (%g) precedes a smaller one (%g)",
-                       i - 1, x[i - 1], x[i]);
-            return STRATA_ERR_INVALID;
-        }
-    grp_dp_t dp = {.n = n, .kmax = k};
-    strata_status_t st = grp_dp_run(&dp, x);
-    if (st == STRATA_OK) {
-        grp_dp_breaks(&dp, k, start_out);
-        *sdcm_out = dp.cost[k * (n + 1) + n];
-    }
-    grp_dp_free(&dp);
-    return st;
-}
 
 /* ---- manual groups ---- */
 
@@ -217,8 +104,10 @@ void eng_grouping_params_from_config(const eng_config_t *cfg, uint32_t workers,
     *params_out = (eng_grouping_params_t){
         .workers = workers,
         .groups = (uint32_t)eng_config_int(cfg, ENG_CFG_GROUPS),
-        .gvf = eng_config_double(cfg, ENG_CFG_GVF),
         .max_groups = (uint32_t)eng_config_int(cfg, ENG_CFG_MAX_GROUPS),
+        .probe_steps = (uint32_t)eng_config_int(cfg, ENG_CFG_GSSP_PROBE_STEPS),
+        .staleness_cost = eng_config_double(cfg, ENG_CFG_STALENESS_COST),
+        .gain = eng_config_double(cfg, ENG_CFG_REGROUP_GAIN),
         .spec = eng_config_str(cfg, ENG_CFG_GROUPING),
     };
 }
@@ -229,10 +118,12 @@ static strata_status_t grp_check(const eng_grouping_params_t *p)
         util_error("grouping: %" PRIu32 " workers", p->workers);
         return STRATA_ERR_INVALID;
     }
-    if (!(p->gvf >= 0 && p->gvf <= 1) || p->max_groups == 0) {
-        util_error("grouping: STRATA_GVF=%g must be in [0, 1] and "
-                   "STRATA_MAX_GROUPS=%" PRIu32 " at least 1",
-                   p->gvf, p->max_groups);
+    if (p->max_groups == 0 || p->probe_steps == 0 || !(p->gain >= 0) ||
+        !isfinite(p->gain)) {
+        util_error("grouping: STRATA_MAX_GROUPS=%" PRIu32
+                   " and STRATA_GSSP_PROBE_STEPS=%" PRIu32
+                   " must be at least 1, STRATA_REGROUP_GAIN=%g at least 0",
+                   p->max_groups, p->probe_steps, p->gain);
         return STRATA_ERR_CONFIG;
     }
     if (p->groups > p->workers || p->groups > ENG_TRACKER_MAX_GROUPS) {
@@ -246,19 +137,23 @@ static strata_status_t grp_check(const eng_grouping_params_t *p)
 
 static strata_status_t grp_alloc(eng_grouping_t *g)
 {
-    uint32_t n = g->workers;
-    g->ema = util_calloc(n, sizeof(double));
-    g->reported = util_calloc(n, sizeof(bool));
+    uint32_t n = g->workers, k = g->capacity;
+    g->time = util_calloc(n, sizeof(double));
+    g->steps = util_calloc(n, sizeof(uint64_t));
     g->dead = util_calloc(n, sizeof(bool));
-    g->changed_before = util_calloc(n, sizeof(bool));
     g->group_of = util_calloc(n, sizeof(uint32_t));
-    g->rank = util_calloc(n, sizeof(double));
+    g->pending_steps = util_calloc(n, sizeof(uint64_t));
     g->order = util_calloc(n, sizeof(uint32_t));
     g->sorted = util_calloc(n, sizeof(double));
     g->cand = util_calloc(n, sizeof(uint32_t));
-    g->start = util_calloc(n, sizeof(uint32_t));
-    if (g->ema && g->reported && g->dead && g->changed_before && g->group_of &&
-        g->rank && g->order && g->sorted && g->cand && g->start)
+    g->rank = util_calloc(k, sizeof(double));
+    g->start = util_calloc(k, sizeof(uint32_t));
+    g->id_of = util_calloc(k, sizeof(uint32_t));
+    g->tally = util_calloc(k, sizeof(uint32_t));
+    g->id_taken = util_calloc(k, sizeof(bool));
+    if (g->time && g->steps && g->dead && g->group_of && g->pending_steps &&
+        g->order && g->sorted && g->cand && g->rank && g->start && g->id_of &&
+        g->tally && g->id_taken)
         return STRATA_OK;
     util_error("grouping: out of memory for %" PRIu32 " workers", n);
     return STRATA_ERR_NOMEM;
@@ -266,8 +161,9 @@ static strata_status_t grp_alloc(eng_grouping_t *g)
 
 static void grp_rank_by_id(eng_grouping_t *g)
 {
-    for (uint32_t c = 0; c < g->k; c++)
-        g->rank[c] = g->k > 1 ? (double)c / (g->k - 1) : 0;
+    for (uint32_t c = 0; c < g->capacity; c++)
+        g->rank[c] =
+            g->count > 1 && c < g->count ? (double)c / (g->count - 1) : 0;
 }
 
 strata_status_t eng_grouping_create(const eng_grouping_params_t *params,
@@ -283,21 +179,37 @@ strata_status_t eng_grouping_create(const eng_grouping_params_t *params,
     }
     g->workers = params->workers;
     g->fixed_k = params->groups;
-    g->max_groups = params->max_groups;
-    g->gvf_target = params->gvf;
-    g->k = 1;
-    st = grp_alloc(g);
+    g->probe_steps = params->probe_steps;
+    g->gain = params->gain;
+    g->count = 1;
     const char *spec = params->spec ? params->spec : "auto";
-    if (st == STRATA_OK && strcmp(spec, "auto") != 0) {
-        g->manual = true;
-        st = eng_grouping_parse_manual(spec, g->workers, g->group_of, &g->k);
-        if (st == STRATA_OK && g->fixed_k && g->fixed_k != g->k) {
+    g->manual = strcmp(spec, "auto") != 0;
+    uint32_t *manual = NULL;
+    if (g->manual) { /* the count sets the capacity */
+        manual = util_calloc(g->workers, sizeof(uint32_t));
+        st = manual ? eng_grouping_parse_manual(spec, g->workers, manual,
+                                                &g->count)
+                    : STRATA_ERR_NOMEM;
+        if (st == STRATA_OK && g->fixed_k && g->fixed_k != g->count) {
             util_error("STRATA_GROUPS=%" PRIu32 " contradicts the %" PRIu32
                        " groups of STRATA_GROUPING=%s",
-                       g->fixed_k, g->k, spec);
+                       g->fixed_k, g->count, spec);
             st = STRATA_ERR_CONFIG;
         }
+        g->capacity = g->count;
+    } else {
+        g->capacity = g->fixed_k                        ? g->fixed_k
+                      : params->max_groups < g->workers ? params->max_groups
+                                                        : g->workers;
     }
+    if (st == STRATA_OK)
+        st = grp_alloc(g);
+    if (st == STRATA_OK)
+        st = eng_cost_create(g->workers, g->capacity, params->staleness_cost,
+                             &g->cost);
+    if (st == STRATA_OK && manual)
+        memcpy(g->group_of, manual, sizeof(uint32_t) * g->workers);
+    util_free(manual);
     if (st != STRATA_OK) {
         eng_grouping_destroy(g);
         return st;
@@ -311,16 +223,20 @@ void eng_grouping_destroy(eng_grouping_t *g)
 {
     if (!g)
         return;
-    util_free(g->ema);
-    util_free(g->reported);
+    eng_cost_destroy(g->cost);
+    util_free(g->time);
+    util_free(g->steps);
     util_free(g->dead);
-    util_free(g->changed_before);
     util_free(g->group_of);
-    util_free(g->rank);
+    util_free(g->pending_steps);
     util_free(g->order);
     util_free(g->sorted);
     util_free(g->cand);
+    util_free(g->rank);
     util_free(g->start);
+    util_free(g->id_of);
+    util_free(g->tally);
+    util_free(g->id_taken);
     util_free(g);
 }
 
@@ -336,23 +252,22 @@ static strata_status_t grp_check_worker(const eng_grouping_t *g, uint32_t w)
     return STRATA_ERR_INVALID;
 }
 
-strata_status_t eng_grouping_report(eng_grouping_t *g, uint32_t worker,
-                                    double seconds)
+strata_status_t eng_grouping_measure(eng_grouping_t *g, uint32_t worker,
+                                     double seconds, uint64_t steps)
 {
     strata_status_t st = grp_check_worker(g, worker);
     if (st != STRATA_OK)
         return st;
-    if (!(seconds > 0) || !isfinite(seconds)) {
-        util_error("grouping: worker %" PRIu32 " reported an iteration time "
-                   "of %g s; expected a positive finite time",
-                   worker, seconds);
+    if (!(seconds > 0) || !isfinite(seconds) || steps == 0 ||
+        steps < g->steps[worker]) {
+        util_error("grouping: worker %" PRIu32 " reported a step time of %g s "
+                   "after %" PRIu64 " steps (%" PRIu64 " before); expected a "
+                   "positive finite time and a growing count",
+                   worker, seconds, steps, g->steps[worker]);
         return STRATA_ERR_INVALID;
     }
-    g->ema[worker] = g->reported[worker]
-                         ? (1 - ENG_GROUPING_MOMENTUM) * g->ema[worker] +
-                               ENG_GROUPING_MOMENTUM * seconds
-                         : seconds;
-    g->reported[worker] = true;
+    g->time[worker] = seconds;
+    g->steps[worker] = steps;
     return STRATA_OK;
 }
 
@@ -366,179 +281,209 @@ strata_status_t eng_grouping_drop(eng_grouping_t *g, uint32_t worker)
     return STRATA_OK;
 }
 
-/* ---- classification ---- */
+/* ---- evaluation ---- */
 
-static int grp_cmp_ema(const void *a, const void *b, void *arg)
+static int grp_cmp_time(const void *a, const void *b, void *arg)
 {
-    const double *ema = arg;
+    const double *time = arg;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (ema[x] != ema[y])
-        return ema[x] < ema[y] ? -1 : 1;
+    if (time[x] != time[y])
+        return time[x] < time[y] ? -1 : 1;
     return x < y ? -1 : x > y;
 }
 
-/* Live workers sorted by EMA (ties by id) into order/sorted; returns how
- * many, or 0 when some live worker has not reported yet. */
-static uint32_t grp_sort_live(eng_grouping_t *g)
+/* Live workers sorted by time (ties by id) into order/sorted; returns how
+ * many, or 0 when some live worker has fewer than `least` steps. */
+static uint32_t grp_sort_live(eng_grouping_t *g, uint64_t least)
 {
     uint32_t n = 0;
     for (uint32_t w = 0; w < g->workers; w++) {
         if (g->dead[w])
             continue;
-        if (!g->reported[w])
+        if (g->steps[w] < least)
             return 0;
         g->order[n++] = w;
     }
-    qsort_r(g->order, n, sizeof(*g->order), grp_cmp_ema, g->ema);
+    qsort_r(g->order, n, sizeof(*g->order), grp_cmp_time, g->time);
     for (uint32_t i = 0; i < n; i++)
-        g->sorted[i] = g->ema[g->order[i]];
+        g->sorted[i] = g->time[g->order[i]];
     return n;
 }
 
-static uint32_t grp_distinct(const double *sorted, uint32_t n)
+/* Group ids for the k classes of the candidate: the first grouping numbers
+ * them by speed; later, each class takes the free id sharing most of its
+ * members, the largest classes choosing first, and the rest the lowest free
+ * ids. Rewrites cand[] from classes to ids. */
+static void grp_label(eng_grouping_t *g, uint32_t n, uint32_t k)
 {
-    uint32_t d = n > 0;
-    for (uint32_t i = 1; i < n; i++)
-        d += sorted[i] != sorted[i - 1];
-    return d;
+    for (uint32_t c = 0; c < g->capacity; c++) {
+        g->id_of[c] = c;
+        g->id_taken[c] = false;
+    }
+    if (g->classified) {
+        uint32_t *size = g->start; /* the starts are no longer needed */
+        for (uint32_t c = 0; c < k; c++)
+            size[c] = 0;
+        for (uint32_t i = 0; i < n; i++)
+            size[g->cand[g->order[i]]]++;
+        for (uint32_t done = 0; done < k; done++) {
+            uint32_t c = UINT32_MAX; /* the largest class not labelled */
+            for (uint32_t j = 0; j < k; j++)
+                if (size[j] != UINT32_MAX &&
+                    (c == UINT32_MAX || size[j] > size[c]))
+                    c = j;
+            size[c] = UINT32_MAX;
+            memset(g->tally, 0, sizeof(uint32_t) * g->capacity);
+            for (uint32_t i = 0; i < n; i++) {
+                uint32_t w = g->order[i];
+                if (g->cand[w] == c && g->group_of[w] < g->capacity)
+                    g->tally[g->group_of[w]]++;
+            }
+            uint32_t id = UINT32_MAX;
+            for (uint32_t j = 0; j < g->capacity; j++)
+                if (!g->id_taken[j] &&
+                    (id == UINT32_MAX || g->tally[j] > g->tally[id]))
+                    id = j;
+            g->id_of[c] = id;
+            g->id_taken[id] = true;
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        g->cand[g->order[i]] = g->id_of[g->cand[g->order[i]]];
 }
 
-/* The class count: fixed, or the smallest reaching the GVF target. */
-static uint32_t grp_choose_k(const eng_grouping_t *g, const grp_dp_t *dp,
-                             double sdam)
+/* The candidate: the cost model's best classes of the live workers, as
+ * group ids in cand[]; its rate. */
+static strata_status_t grp_candidate(eng_grouping_t *g, uint32_t n,
+                                     double *rate_out)
 {
-    if (g->fixed_k)
-        return g->fixed_k < dp->n ? g->fixed_k : dp->n;
-    for (uint32_t k = 1; k < dp->kmax; k++) {
-        double sdcm = dp->cost[k * (dp->n + 1) + dp->n];
-        double gvf = sdam > 0 ? 1 - sdcm / sdam : 1;
-        if (gvf >= g->gvf_target - GRP_GVF_SLACK)
-            return k;
+    uint32_t k;
+    strata_status_t st = eng_cost_best(g->cost, g->sorted, n, g->fixed_k,
+                                       g->start, &k, rate_out);
+    if (st != STRATA_OK)
+        return st;
+    for (uint32_t c = 0, i = 0; i < n; i++) {
+        while (c + 1 < k && i >= g->start[c + 1])
+            c++;
+        g->cand[g->order[i]] = c;
     }
-    return dp->kmax;
+    grp_label(g, n, k);
+    return STRATA_OK;
 }
 
-/* Classifies the n sorted live workers into cand[]; returns the class
- * count, 0 on error. */
-static uint32_t grp_classify(eng_grouping_t *g, uint32_t n)
+/* Hysteresis: whether the candidate replaces the current assignment. */
+static bool grp_accept(eng_grouping_t *g, uint32_t n, double rate_new)
 {
-    grp_dp_t dp = {.n = n};
-    if (g->fixed_k) {
-        dp.kmax = g->fixed_k < n ? g->fixed_k : n;
-    } else {
-        uint32_t d = grp_distinct(g->sorted, n);
-        dp.kmax = g->max_groups < d ? g->max_groups : d;
+    bool differs = false;
+    for (uint32_t i = 0; i < n; i++)
+        differs |= g->cand[g->order[i]] != g->group_of[g->order[i]];
+    if (!differs || !(rate_new > g->rate * (1 + g->gain))) {
+        g->pending = false;
+        return false;
     }
+    if (!g->pending) {
+        g->pending = true;
+        memcpy(g->pending_steps, g->steps, sizeof(uint64_t) * g->workers);
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t w = g->order[i];
+        if (g->cand[w] != g->group_of[w] &&
+            g->steps[w] < g->pending_steps[w] + ENG_GROUPING_CONFIRM_STEPS)
+            return false;
+    }
+    return true;
+}
+
+/* Ranks groups by the mean time of their live members; counts them. */
+static void grp_refresh_ranks(eng_grouping_t *g)
+{
+    double *mean = g->sorted; /* the scratch is free again */
+    uint32_t *members = g->start, *by_speed = g->cand;
+    for (uint32_t c = 0; c < g->capacity; c++)
+        mean[c] = members[c] = 0;
+    for (uint32_t w = 0; w < g->workers; w++)
+        if (!g->dead[w]) {
+            mean[g->group_of[w]] += g->time[w];
+            members[g->group_of[w]]++;
+        }
     uint32_t k = 0;
-    if (grp_dp_run(&dp, g->sorted) == STRATA_OK) {
-        k = grp_choose_k(g, &dp, eng_ssd(g->sorted, n));
-        grp_dp_breaks(&dp, k, g->start);
-        for (uint32_t c = 0, i = 0; i < n; i++) {
-            while (c + 1 < k && i >= g->start[c + 1])
-                c++;
-            g->cand[g->order[i]] = c;
+    for (uint32_t c = 0; c < g->capacity; c++)
+        if (members[c]) {
+            mean[c] /= members[c];
+            by_speed[k++] = c;
         }
+    qsort_r(by_speed, k, sizeof(*by_speed), grp_cmp_time, mean);
+    bool changed = k != g->count;
+    for (uint32_t c = 0; c < g->capacity; c++) {
+        double r = 0;
+        for (uint32_t i = 0; i < k; i++)
+            if (by_speed[i] == c && k > 1)
+                r = (double)i / (k - 1);
+        changed |= r != g->rank[c];
+        g->rank[c] = r;
     }
-    grp_dp_free(&dp);
-    return k;
+    g->count = k;
+    g->rank_generation += changed;
 }
 
-/* Ranks groups by the mean EMA of their live members; GVF of the current
- * assignment. Needs every live worker reported. */
-static void grp_refresh_ranks(eng_grouping_t *g, uint32_t n)
+static void grp_apply(eng_grouping_t *g, uint32_t n)
 {
-    double sdcm = 0, sdam = eng_ssd(g->sorted, n);
-    /* The classification's scratch is free again. */
-    double *mean = g->sorted;
-    uint32_t *count = g->start, *by_speed = g->cand;
-    for (uint32_t c = 0; c < g->k; c++) {
-        mean[c] = 0;
-        count[c] = 0;
-        by_speed[c] = c;
-    }
-    for (uint32_t w = 0; w < g->workers; w++)
-        if (!g->dead[w]) {
-            mean[g->group_of[w]] += g->ema[w];
-            count[g->group_of[w]]++;
-        }
-    for (uint32_t c = 0; c < g->k; c++)
-        mean[c] = count[c] ? mean[c] / count[c] : INFINITY;
-    for (uint32_t w = 0; w < g->workers; w++)
-        if (!g->dead[w]) {
-            double d = g->ema[w] - mean[g->group_of[w]];
-            sdcm += d * d;
-        }
-    g->gvf = sdam > 0 ? 1 - sdcm / sdam : 1;
-    qsort_r(by_speed, g->k, sizeof(*by_speed), grp_cmp_ema, mean);
-    for (uint32_t i = 0; i < g->k; i++)
-        g->rank[by_speed[i]] = g->k > 1 ? (double)i / (g->k - 1) : 0;
+    for (uint32_t i = 0; i < n; i++)
+        g->group_of[g->order[i]] = g->cand[g->order[i]];
+    g->pending = false;
+    g->classified = true;
+    g->generation++;
 }
 
-/* Hysteresis: regroup when some worker's class differed from its group in
- * this classification and in the one before. */
-static bool grp_should_regroup(eng_grouping_t *g, uint32_t k)
-{
-    bool regroup = false;
-    for (uint32_t w = 0; w < g->workers; w++) {
-        if (g->dead[w])
-            continue;
-        bool changed = k != g->k || g->cand[w] != g->group_of[w];
-        regroup |= changed && g->changed_before[w];
-        g->changed_before[w] = changed;
-    }
-    return regroup;
-}
-
-static bool grp_apply(eng_grouping_t *g, uint32_t k)
-{
-    bool changed = k != g->k;
-    for (uint32_t w = 0; w < g->workers; w++) {
-        if (g->dead[w])
-            continue;
-        changed |= g->cand[w] != g->group_of[w];
-        g->group_of[w] = g->cand[w];
-        g->changed_before[w] = false;
-    }
-    g->k = k;
-    g->generation += changed;
-    return changed;
-}
-
-strata_status_t eng_grouping_epoch(eng_grouping_t *g, bool *changed_out)
+strata_status_t eng_grouping_evaluate(eng_grouping_t *g, bool *changed_out)
 {
     *changed_out = false;
-    uint32_t n = grp_sort_live(g);
+    uint32_t n = grp_sort_live(g, g->classified ? 1 : g->probe_steps);
     if (n == 0) {
-        util_debug("grouping: not every live worker has reported a time yet");
+        util_debug("grouping: probing, not every live worker has reported "
+                   "%" PRIu32 " steps yet",
+                   g->probe_steps);
         return STRATA_OK;
     }
     if (!g->manual) {
-        uint32_t k = grp_classify(g, n);
-        if (k == 0)
-            return STRATA_ERR_NOMEM;
-        if (!g->classified || grp_should_regroup(g, k))
-            *changed_out = grp_apply(g, k);
-        g->classified = true;
-        if (*changed_out)
-            util_info("grouping: %" PRIu32 " groups (generation %" PRIu64 ")",
-                      g->k, g->generation);
+        double rate_new;
+        strata_status_t st = grp_candidate(g, n, &rate_new);
+        if (st != STRATA_OK)
+            return st;
+        g->rate = eng_cost_rate(g->cost, g->time, g->group_of, g->workers);
+        if (!g->classified || grp_accept(g, n, rate_new)) {
+            grp_apply(g, n);
+            *changed_out = true;
+            util_debug("grouping: generation %" PRIu64 ", predicted %.3g "
+                       "mean gradients/s (was %.3g)",
+                       g->generation, rate_new, g->rate);
+            g->rate = rate_new;
+        }
     }
-    grp_refresh_ranks(g, n);
+    g->classified = true;
+    for (uint32_t i = 0; i < n; i++) /* BSP: everyone in group 0 */
+        g->cand[g->order[i]] = 0;
+    g->rate_bsp = eng_cost_rate(g->cost, g->time, g->cand, g->workers);
+    grp_refresh_ranks(g);
     return STRATA_OK;
 }
 
 /* ---- queries ---- */
 
+bool eng_grouping_probing(const eng_grouping_t *g)
+{
+    return !g->classified;
+}
+
 uint32_t eng_grouping_count(const eng_grouping_t *g)
 {
-    return g->k;
+    return g->count;
 }
 
 uint32_t eng_grouping_capacity(const eng_grouping_t *g)
 {
-    if (g->manual || g->fixed_k)
-        return g->manual ? g->k : g->fixed_k;
-    return g->max_groups < g->workers ? g->max_groups : g->workers;
+    return g->capacity;
 }
 
 const uint32_t *eng_grouping_assignment(const eng_grouping_t *g)
@@ -553,7 +498,12 @@ uint32_t eng_grouping_group_of(const eng_grouping_t *g, uint32_t worker)
 
 double eng_grouping_rank(const eng_grouping_t *g, uint32_t group)
 {
-    return group < g->k ? g->rank[group] : 0;
+    return group < g->capacity ? g->rank[group] : 0;
+}
+
+uint64_t eng_grouping_rank_generation(const eng_grouping_t *g)
+{
+    return g->rank_generation;
 }
 
 uint64_t eng_grouping_generation(const eng_grouping_t *g)
@@ -561,12 +511,22 @@ uint64_t eng_grouping_generation(const eng_grouping_t *g)
     return g->generation;
 }
 
-double eng_grouping_ema(const eng_grouping_t *g, uint32_t worker)
+double eng_grouping_time(const eng_grouping_t *g, uint32_t worker)
 {
-    return worker < g->workers ? g->ema[worker] : 0;
+    return worker < g->workers ? g->time[worker] : 0;
 }
 
-double eng_grouping_gvf(const eng_grouping_t *g)
+uint64_t eng_grouping_steps(const eng_grouping_t *g, uint32_t worker)
 {
-    return g->gvf;
+    return worker < g->workers ? g->steps[worker] : 0;
+}
+
+double eng_grouping_rate(const eng_grouping_t *g)
+{
+    return g->rate;
+}
+
+double eng_grouping_rate_bsp(const eng_grouping_t *g)
+{
+    return g->rate_bsp;
 }

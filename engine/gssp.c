@@ -1,43 +1,76 @@
 /*
- * GSSP on a worker, its part of the policy: strata_epoch_end reports the
- * epoch's iteration time to the coordinator (EPOCH), which groups workers
- * by speed; RANK tells the worker its group and that group's speed rank.
- * A regroup stops the worker's pushes at a clock boundary (FREEZE, FROZEN)
- * until every aggregator has the moves (GO); finalizing, the worker says
- * which clock it reached (FINAL).
+ * GSSP on a worker, its part of the policy. The engine measures the
+ * worker's own step time from its pushes and model arrivals
+ * (engine/steptime.h) and reports it to the coordinator (STEPS): every step
+ * of the probe, then at most every ENG_GSSP_REPORT_MS; the coordinator groups
+ * workers by speed (RANK tells a worker its group's speed rank). A regroup
+ * stops the worker's pushes at a clock boundary (FREEZE, FROZEN) until
+ * every aggregator has the moves (GO); finalizing, the worker says which
+ * clock it reached (FINAL). strata_epoch_end counts epochs for GDTopK's
+ * schedule only.
  */
 #include <string.h>
 
 #include "engine/worker.h"
 #include "util/log.h"
 
+/* Least interval between two reports after the probe: the coordinator
+ * hears a 50 ms step at every step, a 5 ms one every tenth. */
+#define ENG_GSSP_REPORT_MS 50
+
 static strata_status_t eng_gssp_epoch_end(strata_ctx_t *ctx,
                                           double iteration_seconds)
 {
+    (void)iteration_seconds; /* the engine measures steps itself */
     eng_worker_api_t *api = &ctx->worker->api;
     if (!api->committed) {
         util_error("strata_epoch_end: no step was taken (commit first)");
         return STRATA_ERR_STATE;
     }
-    int64_t steps = api->clock - api->epoch_clock;
-    if (iteration_seconds == 0 && steps > 0)
-        iteration_seconds = (double)api->compute_ns / 1e9 / (double)steps;
-    api->epoch_clock = api->clock;
-    api->compute_ns = 0;
-    api->epochs++;
-    if (!(iteration_seconds > 0)) {
-        util_error("strata_epoch_end: no step in epoch %u to measure",
-                   api->epochs);
-        return STRATA_ERR_STATE;
-    }
     eng_cmd_t cmd = {.type = ENG_CMD_EPOCH};
-    cmd.u.epoch.epoch = api->epochs;
-    cmd.u.epoch.seconds = iteration_seconds;
+    cmd.u.epoch.epoch = ++api->epochs;
     strata_status_t st = eng_cmd_submit(ctx, &cmd);
     if (st != STRATA_OK)
         util_error("strata_epoch_end: the command queue is full");
     return st != STRATA_OK ? st : eng_fatal(ctx);
 }
+
+/* ---- measuring steps ---- */
+
+static void eng_gssp_landed(strata_ctx_t *ctx, int64_t clock)
+{
+    eng_steptime_landed(&ctx->worker->steptime, clock, util_now_ns());
+}
+
+static void eng_gssp_report(strata_ctx_t *ctx, const eng_steptime_t *s)
+{
+    double t = eng_steptime_estimate(s);
+    unsigned char buf[32];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_STEPS);
+    eng_put_u64(&m, s->steps);
+    eng_put_f64(&m, t > 1e-6 ? t : 1e-6); /* a step takes some time */
+    strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
+    if (st != STRATA_OK)
+        eng_fail(ctx, st, "cannot report step times to the coordinator: %s",
+                 strata_strerror(st));
+}
+
+static void eng_gssp_pushed(strata_ctx_t *ctx, int64_t clock,
+                            uint64_t pushed_ns)
+{
+    eng_worker_t *w = ctx->worker;
+    if (!eng_steptime_pushed(&w->steptime, clock, pushed_ns))
+        return;
+    uint64_t now = util_now_ns();
+    if (w->steptime.steps <= ctx->policy->probe_steps ||
+        now - w->steptime_sent_ns >= ENG_GSSP_REPORT_MS * 1000000ull) {
+        w->steptime_sent_ns = now;
+        eng_gssp_report(ctx, &w->steptime);
+    }
+}
+
+/* ---- regrouping ---- */
 
 /* The first clock none of whose gradients has left is where the worker
  * may change group: a clock half pushed stays in the old one. */
@@ -62,6 +95,13 @@ static void eng_gssp_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r)
                  strata_strerror(st));
 }
 
+static void eng_gssp_set_rank(strata_ctx_t *ctx, double rank)
+{
+    uint64_t bits;
+    memcpy(&bits, &rank, sizeof(bits));
+    atomic_store(&ctx->group_rank_bits, bits);
+}
+
 static void eng_gssp_on_go(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     eng_worker_t *w = ctx->worker;
@@ -73,35 +113,8 @@ static void eng_gssp_on_go(strata_ctx_t *ctx, eng_rbuf_t *r)
     }
     w->frozen = false;
     atomic_store(&ctx->group, (int)group);
-    uint64_t bits;
-    memcpy(&bits, &rank, sizeof(bits));
-    atomic_store(&ctx->group_rank_bits, bits);
+    eng_gssp_set_rank(ctx, rank);
     eng_worker_unpark(ctx);
-}
-
-static void eng_gssp_epoch(strata_ctx_t *ctx, uint32_t epoch_ended)
-{
-    eng_worker_t *w = ctx->worker;
-    if (!w->topk)
-        return;
-    uint64_t bits = atomic_load(&ctx->group_rank_bits);
-    double rank;
-    memcpy(&rank, &bits, sizeof(rank));
-    eng_topk_push_epoch(w->topk, epoch_ended, rank);
-}
-
-static void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
-{
-    unsigned char buf[32];
-    eng_wbuf_t m;
-    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_EPOCH);
-    eng_put_u32(&m, cmd->u.epoch.epoch);
-    eng_put_f64(&m, cmd->u.epoch.seconds);
-    strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
-    if (st != STRATA_OK)
-        eng_fail(ctx, st, "cannot report the epoch to the coordinator: %s",
-                 strata_strerror(st));
-    eng_gssp_epoch(ctx, cmd->u.epoch.epoch);
 }
 
 static void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r)
@@ -113,9 +126,7 @@ static void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r)
         eng_fail(ctx, STRATA_ERR_PROTO, "malformed RANK from the coordinator");
         return;
     }
-    uint64_t bits;
-    memcpy(&bits, &rank, sizeof(bits));
-    atomic_store(&ctx->group_rank_bits, bits);
+    eng_gssp_set_rank(ctx, rank);
 }
 
 static bool eng_gssp_on_coord_msg(strata_ctx_t *ctx, unsigned type,
@@ -136,6 +147,19 @@ static bool eng_gssp_on_coord_msg(strata_ctx_t *ctx, unsigned type,
     }
 }
 
+/* ---- epochs (GDTopK), leaving ---- */
+
+static void eng_gssp_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
+{
+    eng_worker_t *w = ctx->worker;
+    if (cmd->type != ENG_CMD_EPOCH || !w->topk)
+        return;
+    uint64_t bits = atomic_load(&ctx->group_rank_bits);
+    double rank;
+    memcpy(&rank, &bits, sizeof(rank));
+    eng_topk_push_epoch(w->topk, cmd->u.epoch.epoch, rank);
+}
+
 /* Finalizing: the clocks its groups reached, never reused by a regroup. */
 static strata_status_t eng_gssp_leave(strata_ctx_t *ctx)
 {
@@ -149,6 +173,8 @@ static strata_status_t eng_gssp_leave(strata_ctx_t *ctx)
 const eng_worker_policy_t eng_worker_gssp = {
     .epoch_end = eng_gssp_epoch_end,
     .cmd = eng_gssp_cmd,
+    .landed = eng_gssp_landed,
+    .pushed = eng_gssp_pushed,
     .on_coord_msg = eng_gssp_on_coord_msg,
     .leave = eng_gssp_leave,
 };

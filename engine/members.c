@@ -18,6 +18,8 @@ struct eng_members {
     uint32_t **ever;     /* [groups][workers]: workers ever in the group */
     uint32_t *never;     /* [groups] */
     uint8_t *ever_bits;  /* [groups * workers]: listed in ever[g] */
+    int64_t *high;       /* [groups]: group clocks ended segments reached */
+    int64_t *join;       /* [groups]: a regroup's J, or -1 */
 };
 
 static void eng_members_note(eng_members_t *m, uint32_t w, uint32_t g)
@@ -67,7 +69,10 @@ strata_status_t eng_members_create(uint32_t workers, uint32_t groups,
     m->ever = util_calloc(groups, sizeof(*m->ever));
     m->never = util_calloc(groups, sizeof(*m->never));
     m->ever_bits = util_calloc((size_t)groups * workers + 1, 1);
-    if (!m->hist || !m->ever || !m->never || !m->ever_bits)
+    m->high = util_calloc(groups, sizeof(*m->high));
+    m->join = util_calloc(groups, sizeof(*m->join));
+    if (!m->hist || !m->ever || !m->never || !m->ever_bits || !m->high ||
+        !m->join)
         goto free_members;
     for (uint32_t g = 0; g < groups; g++)
         if (!(m->ever[g] = util_malloc(sizeof(uint32_t) * (workers + 1))))
@@ -101,7 +106,15 @@ void eng_members_destroy(eng_members_t *m)
     util_free(m->ever);
     util_free(m->never);
     util_free(m->ever_bits);
+    util_free(m->high);
+    util_free(m->join);
     util_free(m);
+}
+
+static void eng_members_raise(int64_t *v, int64_t to)
+{
+    if (to > *v)
+        *v = to;
 }
 
 strata_status_t eng_members_move(eng_members_t *m, uint32_t worker,
@@ -125,11 +138,77 @@ strata_status_t eng_members_move(eng_members_t *m, uint32_t worker,
     }
     eng_segment_t s = {
         .start = start, .offset = group_clock - start, .group = group};
+    eng_members_raise(&m->high[last->group], start + last->offset);
     if (eng_history_push(h, s) != STRATA_OK) {
         util_error("members: out of memory moving worker %" PRIu32, worker);
         return STRATA_ERR_NOMEM;
     }
     eng_members_note(m, worker, group);
+    return STRATA_OK;
+}
+
+void eng_members_retire(eng_members_t *m, uint32_t worker, int64_t end)
+{
+    if (worker >= m->workers)
+        return;
+    const eng_segment_t *s = eng_members_current(m, worker);
+    eng_members_raise(&m->high[s->group], end + s->offset);
+}
+
+/* J of every group a frozen worker ends up in whose membership changes: past
+ * the clocks ended segments reached, its frozen members' and its
+ * newcomers'; -1 for the others. */
+static void eng_members_join_clocks(eng_members_t *m, const int64_t *frozen_at,
+                                    const uint32_t *target)
+{
+    for (uint32_t g = 0; g < m->groups; g++)
+        m->join[g] = -1;
+    for (uint32_t w = 0; w < m->workers; w++) {
+        const eng_segment_t *s = eng_members_current(m, w);
+        if (frozen_at[w] >= 0 && s->group != target[w])
+            m->join[target[w]] = m->high[target[w]];
+    }
+    for (uint32_t w = 0; w < m->workers; w++) {
+        const eng_segment_t *s = eng_members_current(m, w);
+        int64_t reached = frozen_at[w] + s->offset;
+        if (frozen_at[w] < 0)
+            continue;
+        if (m->join[s->group] >= 0)
+            eng_members_raise(&m->join[s->group], reached);
+        if (m->join[target[w]] >= 0)
+            eng_members_raise(&m->join[target[w]], reached);
+    }
+}
+
+strata_status_t eng_members_regroup(eng_members_t *m, const int64_t *frozen_at,
+                                    const uint32_t *target,
+                                    eng_move_t *moves_out, uint32_t *nmoves_out)
+{
+    *nmoves_out = 0;
+    for (uint32_t w = 0; w < m->workers; w++)
+        if (frozen_at[w] >= 0 && target[w] >= m->groups) {
+            util_error("members: regroup moves worker %" PRIu32
+                       " into group %" PRIu32 " of %" PRIu32,
+                       w, target[w], m->groups);
+            return STRATA_ERR_INVALID;
+        }
+    eng_members_join_clocks(m, frozen_at, target);
+    for (uint32_t w = 0; w < m->workers; w++) {
+        const eng_segment_t *s = eng_members_current(m, w);
+        uint32_t g = target[w];
+        if (frozen_at[w] < 0 || m->join[g] < 0 ||
+            (s->group == g && frozen_at[w] + s->offset == m->join[g]))
+            continue;
+        eng_move_t mv = {.worker = w,
+                         .start = frozen_at[w],
+                         .group = g,
+                         .group_clock = m->join[g]};
+        strata_status_t st =
+            eng_members_move(m, w, mv.start, mv.group, mv.group_clock);
+        if (st != STRATA_OK)
+            return st;
+        moves_out[(*nmoves_out)++] = mv;
+    }
     return STRATA_OK;
 }
 

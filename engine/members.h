@@ -12,6 +12,12 @@
  * whatever order their partitions progress in: nothing is lost or applied
  * twice across a regroup.
  *
+ * A regroup (eng_members_regroup) plans those moves for workers stopped at
+ * known clocks: each group that gains workers starts afresh at a clock J
+ * past every clock of it anyone ever pushed into, and every worker in it
+ * after the regroup, newcomer or not, continues at J (a member that stays is
+ * rebased onto J too, or a newcomer would wait for it to catch up).
+ *
  * Pure bookkeeping, no locking: one thread owns an eng_members_t.
  */
 #ifndef STRATA_ENGINE_MEMBERS_H
@@ -30,6 +36,15 @@ typedef struct eng_segment {
 
 typedef struct eng_members eng_members_t;
 
+/* One appended segment: worker's pushes from `start` on are `group`'s
+ * clocks from `group_clock` on. */
+typedef struct eng_move {
+    uint32_t worker;
+    int64_t start;
+    uint32_t group;
+    int64_t group_clock;
+} eng_move_t;
+
 /* group_of[w] is each worker's first group (< groups). */
 strata_status_t eng_members_create(uint32_t workers, uint32_t groups,
                                    const uint32_t *group_of,
@@ -42,6 +57,27 @@ void eng_members_destroy(eng_members_t *m);
 strata_status_t eng_members_move(eng_members_t *m, uint32_t worker,
                                  int64_t start, uint32_t group,
                                  int64_t group_clock);
+
+/* The worker pushes nothing from its clock `end` on (it left): the clocks of
+ * its group it reached are never reused by a regroup. */
+void eng_members_retire(eng_members_t *m, uint32_t worker, int64_t end);
+
+/*
+ * Plan a regroup and append its segments. frozen_at[w] >= 0: worker w
+ * pushes nothing from that clock of its own until the plan is everywhere,
+ * and then belongs to target[w]; frozen_at[w] < 0: it takes no part (gone).
+ * Every group gaining a worker starts at J past every clock of it anyone
+ * pushed into (its frozen members', its newcomers' and those that left it)
+ * and no lower than the clocks its newcomers reached in their groups (a
+ * tracker's least clock is below those); each frozen worker ending up in
+ * it continues there at J. moves_out (room for every worker) receives the
+ * segments appended, *nmoves_out their count; workers whose segment would
+ * not change are left out.
+ */
+strata_status_t eng_members_regroup(eng_members_t *m, const int64_t *frozen_at,
+                                    const uint32_t *target,
+                                    eng_move_t *moves_out,
+                                    uint32_t *nmoves_out);
 
 uint32_t eng_members_nsegments(const eng_members_t *m, uint32_t worker);
 const eng_segment_t *eng_members_segment(const eng_members_t *m,

@@ -62,6 +62,7 @@ static strata_status_t eng_gssp_setup(eng_policy_t *p, const eng_config_t *cfg)
     p->scale_by_group = eng_config_int(cfg, ENG_CFG_GSSP_SCALE) == 1;
     p->gdtopk = eng_config_int(cfg, ENG_CFG_GDTOPK) != 0;
     p->flush_epochs = (uint32_t)eng_config_int(cfg, ENG_CFG_TOPK_FLUSH_EPOCHS);
+    p->probe_steps = (uint32_t)eng_config_int(cfg, ENG_CFG_GSSP_PROBE_STEPS);
     return STRATA_OK;
 }
 

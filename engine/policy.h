@@ -77,6 +77,7 @@ struct eng_policy {
     bool inverse_lr;       /* STRATA_STALENESS_LR=inverse */
     bool gdtopk;           /* STRATA_GDTOPK=1 */
     uint32_t flush_epochs; /* STRATA_TOPK_FLUSH_EPOCHS */
+    uint32_t probe_steps;  /* STRATA_GSSP_PROBE_STEPS */
     bool weight_by_steps;  /* STRATA_ESYNC_WEIGHTING=steps */
     double global_lr;      /* STRATA_ESYNC_GLOBAL_LR */
     uint32_t round_steps;  /* fedavg: local steps per round; 0: the State

@@ -32,7 +32,7 @@
     X(PARAMS_END, 12) /* worker -> aggregator: all parameter buffers sent */   \
     X(LEAVE, 13)      /* worker -> aggregator: finalizing */                   \
     X(LEFT, 14)       /* aggregator -> worker: LEAVE taken, close now */       \
-    X(EPOCH, 15)      /* worker -> coordinator: epoch end, iteration time */   \
+    X(STEPS, 15)      /* worker -> coordinator: gssp, its own step time */     \
     X(RANK, 16)       /* coordinator -> worker: its group's speed rank */      \
     X(FREEZE, 17)     /* coordinator -> worker: a regroup is coming */         \
     X(FROZEN, 18)     /* worker -> coordinator: first clock not pushed */      \

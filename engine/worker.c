@@ -66,6 +66,7 @@ strata_status_t eng_worker_create(strata_ctx_t *ctx)
     }
     util_gate_init(&w->pull_gate, -1);
     w->pull_min = -1;
+    eng_steptime_init(&w->steptime);
     ctx->worker = w;
     ctx->role_ops = &eng_worker_role;
     return STRATA_OK;
@@ -430,6 +431,8 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
     }
     w->npushed += n;
     if (w->npushed == w->ntensors) {
+        if (eng_worker_policy(ctx)->pushed)
+            eng_worker_policy(ctx)->pushed(ctx, c, req->pushed_ns);
         w->clock++;
         w->npushed = 0;
         for (uint32_t p = 0; p < lay->nparts; p++)
@@ -519,6 +522,8 @@ static void eng_pulled(strata_ctx_t *ctx, uint32_t p)
     for (uint32_t i = 0; i < w->layout->nparts; i++)
         w->at_min += w->pulled[i] == min;
     w->pull_min = min;
+    if (eng_worker_policy(ctx)->landed)
+        eng_worker_policy(ctx)->landed(ctx, min);
     atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);
     util_gate_raise(&w->pull_gate, min);
     eng_worker_unpark(ctx);

@@ -30,6 +30,7 @@
 #define STRATA_ENGINE_WORKER_H
 
 #include "engine/engine.h"
+#include "engine/steptime.h"
 #include "engine/topk_push.h"
 
 _Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
@@ -91,14 +92,11 @@ typedef struct eng_block {
 
 /* The worker as the application thread sees it (that thread alone). */
 typedef struct eng_worker_api {
-    int64_t clock;        /* pushes counted: strata_clock() */
-    uint32_t npushed;     /* tensors pushed in that clock */
-    bool committed;       /* the layout is */
-    int64_t *pushed_at;   /* [ntensors]: last clock pushed in */
-    uint32_t epochs;      /* strata_epoch_end calls */
-    int64_t epoch_clock;  /* the clock when the last epoch ended */
-    uint64_t step_end_ns; /* when strata_step last returned (commit) */
-    uint64_t compute_ns;  /* time outside strata_step this epoch */
+    int64_t clock;      /* pushes counted: strata_clock() */
+    uint32_t npushed;   /* tensors pushed in that clock */
+    bool committed;     /* the layout is */
+    int64_t *pushed_at; /* [ntensors]: last clock pushed in */
+    uint32_t epochs;    /* strata_epoch_end calls */
 } eng_worker_api_t;
 
 struct eng_worker {
@@ -129,6 +127,8 @@ struct eng_worker {
     void **grads;          /* [ntensors]: gradient buffers, for topk */
     bool frozen;           /* gssp regrouping: no push of freeze_at or later */
     int64_t freeze_at;     /* ... until GO */
+    eng_steptime_t steptime;   /* gssp: this worker's own step times */
+    uint64_t steptime_sent_ns; /* ... last reported then */
     eng_worker_api_t api;
 };
 
@@ -141,6 +141,11 @@ struct eng_worker_policy {
     /* Progress thread: the policy's commands (ENG_CMD_QUERY, _ROUND,
      * _EPOCH). */
     void (*cmd)(strata_ctx_t *ctx, const eng_cmd_t *cmd);
+    /* Progress thread: every partition holds the model of `clock` now; the
+     * push of `clock`'s last tensor, made by the application at pushed_ns,
+     * was taken. */
+    void (*landed)(strata_ctx_t *ctx, int64_t clock);
+    void (*pushed)(strata_ctx_t *ctx, int64_t clock, uint64_t pushed_ns);
     /* A message from the coordinator that the worker does not take itself;
      * false: the policy does not either. */
     bool (*on_coord_msg)(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);

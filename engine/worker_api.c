@@ -94,7 +94,6 @@ strata_status_t eng_worker_commit_end(strata_ctx_t *ctx, strata_request_t *req,
     if (st != STRATA_OK)
         return st;
     api->committed = true;
-    api->step_end_ns = util_now_ns();
     const eng_worker_policy_t *pol = eng_worker_policy(ctx);
     return pol->committed ? pol->committed(ctx) : STRATA_OK;
 }
@@ -177,6 +176,7 @@ strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
     if (!req)
         return STRATA_ERR_NOMEM;
     strata_status_t st = eng_push_args(ctx, req, tensors, ntensors);
+    req->pushed_ns = util_now_ns(); /* gssp's step times */
     eng_cmd_t cmd = {.type = ENG_CMD_PUSH, .req = req};
     if (st == STRATA_OK)
         st = eng_cmd_submit(ctx, &cmd);
@@ -219,20 +219,6 @@ strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,
     req->gate = &ctx->worker->pull_gate;
     *req_out = req;
     return STRATA_OK;
-}
-
-/* ---- steps: the time computing between them (gssp's speed) ---- */
-
-void eng_worker_step_begin(strata_ctx_t *ctx)
-{
-    eng_worker_api_t *api = &ctx->worker->api;
-    if (api->committed)
-        api->compute_ns += util_now_ns() - api->step_end_ns;
-}
-
-void eng_worker_step_end(strata_ctx_t *ctx)
-{
-    ctx->worker->api.step_end_ns = util_now_ns();
 }
 
 strata_status_t eng_worker_epoch_end(strata_ctx_t *ctx,

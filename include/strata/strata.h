@@ -237,17 +237,17 @@ strata_status_t strata_set_lr(strata_ctx_t *ctx, double lr);
 strata_status_t strata_step(strata_ctx_t *ctx);
 
 /* The end of an epoch, for STRATA_POLICY=gssp (other policies: nothing to
- * do, STRATA_OK). iteration_seconds is this worker's mean iteration time
- * (compute + push + pull) over the epoch; 0 lets the engine measure the
- * compute part: the mean time between strata_step calls, outside them (the
- * time inside mostly waits for the group's slowest member, which says
- * nothing of this worker's speed). The coordinator keeps an EMA per worker and,
- * once every worker has ended an epoch, groups them by speed (Fisher-Jenks,
- * STRATA_GROUPS / STRATA_GVF / STRATA_MAX_GROUPS, or
- * STRATA_GROUPING=manual:...); workers start as one group. A worker whose class
- * changed in two consecutive epochs moves: every worker stops pushing at its
- * next clock boundary until all aggregators know the new groups, so no gradient
- * is lost or applied twice. strata_group() then gives the new group. */
+ * do, STRATA_OK): GDTopK's ratios and dense flushes follow the epochs
+ * (STRATA_GDTOPK=1). Grouping does not need it: under gssp the engine
+ * measures each worker's own step time (from its model arrivals to its next
+ * push, without the time it waited) and groups workers by speed after a
+ * probe of STRATA_GSSP_PROBE_STEPS steps, then regroups whenever speeds
+ * change (a cost model, STRATA_GROUPS, STRATA_STALENESS_COST,
+ * STRATA_REGROUP_GAIN, or STRATA_GROUPING=manual:...). A regroup stops every
+ * worker's pushes at its next clock boundary until all aggregators know the
+ * new groups, so no gradient is lost or applied twice; strata_group() then
+ * gives the new group. iteration_seconds (>= 0) is accepted and ignored:
+ * earlier versions grouped by it. */
 strata_status_t strata_epoch_end(strata_ctx_t *ctx, double iteration_seconds);
 
 /* ---- rounds of model deltas (STRATA_POLICY=esync or fedavg) ----

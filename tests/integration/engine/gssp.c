@@ -10,8 +10,10 @@
  *   - at the end it takes steps with zero gradients until every element
  *     holds its owner's total: every push of every worker was applied once.
  * Speeds: workers in the first half sleep --fast-ms per step, the others
- * --slow-ms; with --swap-at C the halves swap speeds from step C on, so the
- * grouping moves workers twice. strata_epoch_end every --epoch steps.
+ * --slow-ms; with --move-at C1[,C2] worker 0 takes the slow speed from its
+ * step C1 on (and the fast one again from C2), so the engine, which measures
+ * every worker's steps itself, moves it into the slow group, whose members
+ * stay (and back). strata_epoch_end every --epoch steps (GDTopK's epochs).
  * --topk (with STRATA_GDTOPK=1): pushes are sparsified, so a worker's own
  * updates arrive late; the end (after a dense flush) is still exact: what
  * was sent plus the residual is every gradient. --drain N bounds the
@@ -19,6 +21,7 @@
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,7 +36,7 @@
 static const size_t sizes[NT] = {1000, 3, 5000};
 
 typedef struct opts {
-    int steps, epoch, fast_ms, slow_ms, swap_at, drain;
+    int steps, epoch, fast_ms, slow_ms, slow_from, slow_until, drain;
 } opts_t;
 
 static float *param[NT], *grad[NT];
@@ -121,24 +124,23 @@ static int run_worker(strata_ctx_t *ctx, const void *arg)
     int rc = setup(ctx, nw, w);
     if (rc != 0)
         return rc;
-    char groups[256] = "";
+    char groups[1024] = ""; /* its group after every step */
     size_t len = 0;
     for (int c = 0; c < o->steps; c++) {
-        bool fast = (w < nw / 2) != (o->swap_at >= 0 && c >= o->swap_at);
+        bool slowed = w == 0 && c >= o->slow_from && c < o->slow_until;
+        bool fast = w < nw / 2 && !slowed;
         usleep((useconds_t)((fast ? o->fast_ms : o->slow_ms) * 1000));
         strata_status_t st = strata_step(ctx);
         if (st != STRATA_OK)
             return fail_status("step", st);
         if (check(nw, w, c + 1, o->steps, false, c))
             return 1;
-        if ((c + 1) % o->epoch == 0) {
-            if ((st = strata_epoch_end(ctx, 0)) != STRATA_OK)
-                return fail_status("strata_epoch_end", st);
-            if (len < sizeof(groups) - 8)
-                len +=
-                    (size_t)snprintf(groups + len, sizeof(groups) - len, "%s%d",
-                                     len ? "," : "", strata_group(ctx));
-        }
+        if ((c + 1) % o->epoch == 0 &&
+            (st = strata_epoch_end(ctx, 0)) != STRATA_OK)
+            return fail_status("strata_epoch_end", st);
+        if (len < sizeof(groups) - 16)
+            len += (size_t)snprintf(groups + len, sizeof(groups) - len, "%s%d",
+                                    len ? "," : "", strata_group(ctx));
     }
     if ((rc = drain(ctx, o, nw, w)) != 0)
         return rc;
@@ -157,7 +159,7 @@ int main(int argc, char **argv)
         {"epoch", required_argument, NULL, 'e'},
         {"fast-ms", required_argument, NULL, 'f'},
         {"slow-ms", required_argument, NULL, 'l'},
-        {"swap-at", required_argument, NULL, 'w'},
+        {"move-at", required_argument, NULL, 'm'},
         {"topk", no_argument, NULL, 'k'},
         {"drain", required_argument, NULL, 'd'},
         {NULL, 0, NULL, 0},
@@ -166,7 +168,8 @@ int main(int argc, char **argv)
                 .epoch = 4,
                 .fast_ms = 1,
                 .slow_ms = 10,
-                .swap_at = -1,
+                .slow_from = -1,
+                .slow_until = -1,
                 .drain = 400};
     int c;
     while ((c = getopt_long(argc, argv, "", lopts, NULL)) != -1) {
@@ -179,9 +182,13 @@ int main(int argc, char **argv)
             o.fast_ms = v;
         else if (c == 'l')
             o.slow_ms = v;
-        else if (c == 'w')
-            o.swap_at = v;
-        else if (c == 'k')
+        else if (c == 'm') {
+            int n = sscanf(optarg, "%d,%d", &o.slow_from, &o.slow_until);
+            if (n < 1)
+                return 2;
+            if (n == 1)
+                o.slow_until = INT_MAX;
+        } else if (c == 'k')
             topk_mode = true;
         else if (c == 'd')
             o.drain = v;

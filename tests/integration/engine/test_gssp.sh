@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # GSSP with regrouping, exact: every push of every worker applied once
-# whatever groups it went through. Fast and slow halves swap speeds midway,
-# so the coordinator groups them once ({0,1} fast, {2,3} slow) and then
-# swaps them; also apply-on-arrival inside groups, an inter-group bound,
-# three groups of six workers, manual groups scaled by group size, and
-# GDTopK's sparse pushes and dense flushes.
+# whatever groups it went through. The engine measures every worker's steps
+# (no epoch ends needed), probes, then groups the fast half and the slow half;
+# worker 0 then slows down and moves into the slow group, whose members stay,
+# and later speeds up and moves back. Also apply-on-arrival inside groups, an
+# inter-group bound, three groups of six, manual groups scaled by group size,
+# and GDTopK's sparse pushes and dense flushes.
 RUN=$1 EXACT=$2 TRANSPORT=$3
 source "$(dirname "$0")/common.sh"
 export STRATA_TRANSPORT=$TRANSPORT STRATA_POLICY=gssp
@@ -21,25 +22,33 @@ gssp() {
     fail "not every worker was exact: $OUT"
 }
 
-# groups_of W: the distinct groups worker W was in at its epoch ends.
-groups_of() {
-  sed -n "s/^worker $1: .*groups //p" <<<"$OUT" | tr ',' '\n' | sort -u | wc -l
+# group_at W C: worker W's group after its step C.
+group_at() {
+  sed -n "s/^worker $1: .*groups //p" <<<"$OUT" | cut -d, -f$(($2 + 1))
 }
+# shares W C: whether worker 0 shares a group with worker W after step C.
+shares() { [ "$(group_at 0 "$2")" = "$(group_at "$1" "$2")" ]; }
 
-# Timing decides the classes (noisy on a loaded machine): checked are that
-# the halves were regrouped at least twice, moving workers.
+# Timing decides the groups (noisy on a loaded machine): worker 0, fast,
+# then slow from its step 12, fast again from 30, beside two slow workers.
+# Checked: worker 0 was with neither slow worker before it slowed down,
+# with one of them while slow, and with neither again at the end.
+speeds=(--steps 48 --move-at 12,30 --fast-ms 3 --slow-ms 30)
 for extra in "" STRATA_INTRA_STALENESS=2 STRATA_INTER_STALENESS=1; do
-  gssp 4 2 $extra -- --steps 40 --swap-at 16
-  grep -q "regroup 2 done" <<<"$OUT" || fail "$extra: no second regroup: $OUT"
-  moved=0
-  for w in 0 1 2 3; do [ "$(groups_of $w)" -lt 2 ] || moved=$((moved + 1)); done
-  [ $moved -ge 2 ] || fail "$extra: only $moved workers moved: $OUT"
+  gssp 3 2 $extra -- "${speeds[@]}"
+  grep -q "regroup 3 done" <<<"$OUT" || fail "$extra: no third regroup: $OUT"
+  { ! shares 1 11 && ! shares 2 11; } ||
+    fail "$extra: worker 0 was with the slow ones while fast: $OUT"
+  { shares 1 29 || shares 2 29; } ||
+    fail "$extra: worker 0 did not join the slow ones: $OUT"
+  { ! shares 1 47 && ! shares 2 47; } ||
+    fail "$extra: worker 0 did not leave the slow ones: $OUT"
 done
 dense=$(sed -n 's/^worker 0: .*(\([0-9]*\) bytes pushed).*/\1/p' <<<"$OUT")
 
 # GDTopK: sparse pushes through the regroups, exact at the end (what was
 # sent plus the residual is every gradient), far fewer bytes.
-gssp 4 2 STRATA_GDTOPK=1 STRATA_TOPK_FLUSH_EPOCHS=5 -- --steps 40 --swap-at 16 --topk
+gssp 3 2 STRATA_GDTOPK=1 STRATA_TOPK_FLUSH_EPOCHS=5 -- "${speeds[@]}" --topk
 sparse=$(sed -n 's/^worker 0: .*(\([0-9]*\) bytes pushed).*/\1/p' <<<"$OUT")
 [ "$sparse" -lt $((dense / 3)) ] ||
   fail "GDTopK pushed $sparse bytes, dense $dense: $OUT"
@@ -54,7 +63,7 @@ if env STRATA_LR=4 STRATA_GROUPING=manual:0,0,0,0 STRATA_GDTOPK=1 \
   fail "without a flush the residual still reached the model in 4 steps"
 fi
 
-gssp 6 2 STRATA_GROUPS=3 -- --steps 24 --swap-at 8
+gssp 6 2 STRATA_GROUPS=3 -- --steps 24 --move-at 8
 gssp 4 1 STRATA_GROUPING=manual:0,0,1,1 STRATA_GSSP_SCALE=group STRATA_LR=2 -- --steps 16
 grep -q "regroup" <<<"$OUT" && fail "manual groups were regrouped: $OUT"
 echo "gssp regroups with every push applied once over $TRANSPORT"

@@ -111,7 +111,7 @@ static void defaults(void **state)
     assert_string_equal(eng_config_str(cfg, ENG_CFG_POLICY), "bsp");
     assert_int_equal(eng_config_int(cfg, ENG_CFG_POLICY), 0);
     assert_int_equal(eng_config_int(cfg, ENG_CFG_INTER_STALENESS), INT64_MAX);
-    assert_true(eng_config_double(cfg, ENG_CFG_GVF) == 0.8);
+    assert_true(eng_config_double(cfg, ENG_CFG_REGROUP_GAIN) == 0.1);
     assert_int_equal(eng_config_source(cfg, ENG_CFG_POLICY),
                      ENG_CFG_SRC_DEFAULT);
     assert_string_equal(eng_config_name(ENG_CFG_POLICY), "STRATA_POLICY");
@@ -125,7 +125,7 @@ static void environment_sets_typed_values(void **state)
     setenv("STRATA_PARTITION_BYTES", "64KiB", 1);
     setenv("STRATA_STALENESS", "inf", 1);
     setenv("STRATA_TCP_CRC", "yes", 1);
-    setenv("STRATA_GVF", "0.9", 1);
+    setenv("STRATA_REGROUP_GAIN", "0.9", 1);
     setenv("STRATA_GROUPING", "manual:0,0,1,1", 1);
     setenv("STRATA_IB_GID_INDEX", "mlx5_0:3,mlx5_1:5", 1);
     setenv("STRATA_COORD", "node1:29500", 1);
@@ -134,7 +134,7 @@ static void environment_sets_typed_values(void **state)
     assert_int_equal(eng_config_int(cfg, ENG_CFG_PARTITION_BYTES), 65536);
     assert_int_equal(eng_config_int(cfg, ENG_CFG_STALENESS), INT64_MAX);
     assert_int_equal(eng_config_int(cfg, ENG_CFG_TCP_CRC), 1);
-    assert_true(eng_config_double(cfg, ENG_CFG_GVF) == 0.9);
+    assert_true(eng_config_double(cfg, ENG_CFG_REGROUP_GAIN) == 0.9);
     assert_string_equal(eng_config_str(cfg, ENG_CFG_GROUPING),
                         "manual:0,0,1,1");
     assert_int_equal(eng_config_source(cfg, ENG_CFG_POLICY), ENG_CFG_SRC_ENV);
@@ -205,8 +205,8 @@ static void malformed_values_name_key_value_and_expectation(void **state)
         {"STRATA_PARTITION_BYTES", "4Q", "a size in bytes"},
         {"STRATA_PARTITION_BYTES", "2G", "a size in bytes"},
         {"STRATA_PARTITION_BYTES", "-1", "a size in bytes"},
-        {"STRATA_GVF", "1.5", "a number in [0, 1]"},
-        {"STRATA_GVF", "nan", "a number in [0, 1]"},
+        {"STRATA_STALENESS_COST", "-1", "a number in [0, "},
+        {"STRATA_STALENESS_COST", "nan", "a number in [0, "},
         {"STRATA_IB_QPS", "inf", "an integer in [1, 64]"},
         {"STRATA_GROUPING", "manual:0,,1", "manual:"},
         {"STRATA_GROUPING", "manual:", "manual:"},

@@ -1,7 +1,7 @@
 /* Group membership segments: which pushes make up each group clock, across
- * moves, so that a regroup loses no push and counts none twice. (That no
- * group clock is completed twice is the coordinator's choice of the join
- * clock, checked end to end by tests/integration/engine/test_gssp.sh.) */
+ * moves, so that a regroup loses no push and counts none twice; and the
+ * regroup plan: its join clocks, and members that stay rebased with the
+ * newcomers. (End to end: tests/integration/engine/test_gssp.sh.) */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -87,11 +87,77 @@ static void bad_moves_are_refused(void **state)
     eng_members_destroy(m);
 }
 
+/* Groups 0 = {0, 1} (at its clock 40) and 1 = {2, 3} (at 10). Worker 0
+ * slows down and joins group 1, whose members stay: all three continue at
+ * J = 40 (past group 1's clocks, and no lower than worker 0's), so worker 0
+ * does not wait 30 steps of group 1 for them; group 0 keeps its numbering. */
+static void a_newcomer_rebases_the_group_it_joins(void **state)
+{
+    (void)state;
+    eng_members_t *m;
+    const uint32_t first[4] = {0, 0, 1, 1};
+    assert_int_equal(eng_members_create(4, 2, first, &m), STRATA_OK);
+    const int64_t frozen[4] = {40, 40, 10, 11};
+    const uint32_t target[4] = {1, 0, 1, 1};
+    eng_move_t moves[4];
+    uint32_t n;
+    assert_int_equal(eng_members_regroup(m, frozen, target, moves, &n),
+                     STRATA_OK);
+    assert_int_equal(n, 3); /* worker 1 stays where it was */
+    for (uint32_t i = 0; i < n; i++) {
+        assert_int_equal(moves[i].group, 1);
+        assert_int_equal(moves[i].group_clock, 40);
+        assert_int_equal(moves[i].start, frozen[moves[i].worker]);
+    }
+    assert_int_equal(eng_members_nsegments(m, 1), 1);
+    assert_int_equal(eng_members_current(m, 2)->offset, 30);
+    assert_int_equal(eng_members_current(m, 3)->offset, 29);
+    /* Every push once, whichever clock each had reached. */
+    const int64_t pushed[4] = {60, 60, 30, 30};
+    each_push_once(m, 2, 64, pushed);
+    /* Worker 0 comes back: group 0 (worker 1 at 55) takes it at 55, past
+     * its own clocks and worker 0's 44 in group 1; group 1 stays. */
+    const int64_t again[4] = {44, 55, 14, 14};
+    const uint32_t back[4] = {0, 0, 1, 1};
+    assert_int_equal(eng_members_regroup(m, again, back, moves, &n), STRATA_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(moves[0].worker, 0);
+    assert_int_equal(moves[0].group_clock, 55);
+    eng_members_destroy(m);
+}
+
+/* A group's J is past the clocks of workers that left it or moved out, and
+ * workers not frozen (gone) take no part. */
+static void the_join_clock_is_past_every_clock_pushed(void **state)
+{
+    (void)state;
+    eng_members_t *m;
+    const uint32_t first[3] = {0, 0, 1};
+    assert_int_equal(eng_members_create(3, 2, first, &m), STRATA_OK);
+    eng_members_retire(m, 1, 90); /* worker 1 left group 0 at its clock 90 */
+    const int64_t frozen[3] = {70, -1, 20};
+    const uint32_t target[3] = {0, 0, 0};
+    eng_move_t moves[3];
+    uint32_t n;
+    assert_int_equal(eng_members_regroup(m, frozen, target, moves, &n),
+                     STRATA_OK);
+    assert_int_equal(n, 2); /* worker 0 rebased, worker 2 joined */
+    assert_int_equal(moves[0].group_clock, 90);
+    assert_int_equal(moves[1].group_clock, 90);
+    assert_int_equal(eng_members_nsegments(m, 1), 1);
+    const uint32_t bad[3] = {0, 0, 2};
+    assert_int_equal(eng_members_regroup(m, frozen, bad, moves, &n),
+                     STRATA_ERR_INVALID);
+    eng_members_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(moves_count_every_push_once),
         cmocka_unit_test(bad_moves_are_refused),
+        cmocka_unit_test(a_newcomer_rebases_the_group_it_joins),
+        cmocka_unit_test(the_join_clock_is_past_every_clock_pushed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
