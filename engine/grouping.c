@@ -371,13 +371,18 @@ static strata_status_t grp_candidate(eng_grouping_t *g, uint32_t n,
     return STRATA_OK;
 }
 
-/* Hysteresis: whether the candidate replaces the current assignment. */
+/* Hysteresis: whether the candidate replaces the current assignment. It
+ * must gain more than a tenth of `gain` at every evaluation since it was
+ * first found, and every worker it moves must have taken, since then,
+ * ENG_GROUPING_CONFIRM_STEPS steps times `gain` over the gain (at least
+ * the former): 2 steps for a gain of `gain` or more, 20 for a tenth of it. */
 static bool grp_accept(eng_grouping_t *g, uint32_t n, double rate_new)
 {
     bool differs = false;
     for (uint32_t i = 0; i < n; i++)
         differs |= g->cand[g->order[i]] != g->group_of[g->order[i]];
-    if (!differs || !(rate_new > g->rate * (1 + g->gain))) {
+    double gain = rate_new / g->rate - 1;
+    if (!differs || !(gain > g->gain / 10)) {
         g->pending = false;
         return false;
     }
@@ -386,10 +391,12 @@ static bool grp_accept(eng_grouping_t *g, uint32_t n, double rate_new)
         memcpy(g->pending_steps, g->steps, sizeof(uint64_t) * g->workers);
         return false;
     }
+    double ratio = gain < g->gain ? g->gain / gain : 1;
+    uint64_t need = (uint64_t)ceil(ENG_GROUPING_CONFIRM_STEPS * ratio);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t w = g->order[i];
         if (g->cand[w] != g->group_of[w] &&
-            g->steps[w] < g->pending_steps[w] + ENG_GROUPING_CONFIRM_STEPS)
+            g->steps[w] < g->pending_steps[w] + need)
             return false;
     }
     return true;

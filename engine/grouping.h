@@ -11,10 +11,12 @@
  *  - Grouping: the cost model (engine/group_cost.h) picks the classes and
  *    their number (or `groups` of them when fixed).
  *  - Revision: every evaluation recomputes the best grouping; the
- *    assignment changes when the best one is predicted to train more than
- *    `gain` faster than the current one, at evaluations spanning at least
- *    ENG_GROUPING_CONFIRM_STEPS new steps of every worker it moves
- *    (hysteresis: one slow step moves nobody).
+ *    assignment changes when the best one is predicted to train faster
+ *    than the current one at every evaluation for long enough: until every
+ *    worker it moves took ENG_GROUPING_CONFIRM_STEPS new steps for a gain
+ *    of `gain` or more, proportionally more for smaller gains (20 for a
+ *    tenth of `gain`; below that, never). Hysteresis: one slow step moves
+ *    nobody, and noise does not trade small gains back and forth.
  *  - Or manual groups: STRATA_GROUPING=manual:0,0,1,1,... (never changed).
  *  - Group ids: the first grouping numbers groups by speed (0 fastest);
  *    later ones keep each group's id for the class that shares most of its
@@ -36,7 +38,8 @@
 /* Group of a dropped worker. */
 #define ENG_GROUPING_NONE UINT32_MAX
 /* New steps of each worker a regroup moves, between the evaluation that
- * first found the better grouping and the one that applies it. */
+ * first found the better grouping and the one that applies it, for a gain
+ * of at least STRATA_REGROUP_GAIN. */
 #define ENG_GROUPING_CONFIRM_STEPS 2
 
 typedef struct eng_grouping eng_grouping_t;
@@ -47,7 +50,7 @@ typedef struct eng_grouping_params {
     uint32_t max_groups;   /* cap of the automatic choice, >= 1 */
     uint32_t probe_steps;  /* steps of every worker before grouping, >= 1 */
     double staleness_cost; /* the cost model's beta, >= 0 */
-    double gain;           /* least predicted gain of a regroup, >= 0 */
+    double gain;           /* predicted gain a regroup needs, >= 0 */
     const char *spec;      /* "auto" or "manual:g0,g1,..." */
 } eng_grouping_params_t;
 

@@ -42,9 +42,10 @@ static void eng_gssp_landed(strata_ctx_t *ctx, int64_t clock)
     eng_steptime_landed(&ctx->worker->steptime, clock, util_now_ns());
 }
 
-static void eng_gssp_report(strata_ctx_t *ctx, const eng_steptime_t *s)
+static void eng_gssp_report(strata_ctx_t *ctx, const eng_steptime_t *s,
+                            uint64_t now)
 {
-    double t = eng_steptime_estimate(s);
+    double t = eng_steptime_estimate(s, now);
     unsigned char buf[32];
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_STEPS);
@@ -66,7 +67,7 @@ static void eng_gssp_pushed(strata_ctx_t *ctx, int64_t clock,
     if (w->steptime.steps <= ctx->policy->probe_steps ||
         now - w->steptime_sent_ns >= ENG_GSSP_REPORT_MS * 1000000ull) {
         w->steptime_sent_ns = now;
-        eng_gssp_report(ctx, &w->steptime);
+        eng_gssp_report(ctx, &w->steptime, now);
     }
 }
 

@@ -38,8 +38,9 @@ bool eng_steptime_pushed(eng_steptime_t *s, int64_t clock, uint64_t ns)
     bool measured = clock >= 1 && s->pushed == clock - 1;
     if (measured) {
         uint64_t begin = eng_steptime_begin(s, clock, ns);
-        double t = ns > begin ? (double)(ns - begin) * 1e-9 : 0;
-        s->window[s->steps % ENG_STEPTIME_WINDOW] = t;
+        uint64_t i = s->steps % ENG_STEPTIME_RING;
+        s->step[i] = ns > begin ? (double)(ns - begin) * 1e-9 : 0;
+        s->end_ns[i] = ns;
         s->steps++;
     }
     s->pushed = clock;
@@ -47,18 +48,21 @@ bool eng_steptime_pushed(eng_steptime_t *s, int64_t clock, uint64_t ns)
     return measured;
 }
 
-double eng_steptime_estimate(const eng_steptime_t *s)
+double eng_steptime_estimate(const eng_steptime_t *s, uint64_t now_ns)
 {
-    uint64_t n =
-        s->steps < ENG_STEPTIME_WINDOW ? s->steps : ENG_STEPTIME_WINDOW;
-    double v[ENG_STEPTIME_WINDOW];
-    memcpy(v, s->window, sizeof(v));
-    for (uint64_t i = 1; i < n; i++) /* insertion sort of at most 5 */
-        for (uint64_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
-            double t = v[j];
+    uint64_t since = now_ns - ENG_STEPTIME_SPAN_MS * 1000000ull;
+    double v[ENG_STEPTIME_RING];
+    uint64_t n = 0;
+    for (uint64_t k = s->steps; k > 0 && n < ENG_STEPTIME_RING; k--) {
+        uint64_t i = (k - 1) % ENG_STEPTIME_RING;
+        if (n >= ENG_STEPTIME_MIN_STEPS && s->end_ns[i] < since)
+            break;
+        double t = s->step[i]; /* kept sorted: at most 64 */
+        uint64_t j = n++;
+        for (; j > 0 && v[j - 1] > t; j--)
             v[j] = v[j - 1];
-            v[j - 1] = t;
-        }
+        v[j] = t;
+    }
     if (n == 0)
         return 0;
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;

@@ -7,9 +7,13 @@
  * model (in a synchronous group that wait is the slowest member's step, and
  * would make every member look as slow). The first step (clock 0) also
  * holds whatever the application did after its commit, and is not counted.
- * The estimate is the median of the last ENG_STEPTIME_WINDOW steps, so that
- * one step stretched by the scheduler moves nothing.
- * Pure logic, one thread (the worker's progress thread).
+ *
+ * The estimate is the median of the steps that ended in the last
+ * ENG_STEPTIME_SPAN_MS, and at least of the last ENG_STEPTIME_MIN_STEPS:
+ * a few steps stretched by the scheduler move nothing (a fast worker's
+ * window holds a dozen steps), and a lasting change of speed shows after
+ * three steps of a slow worker. Pure logic, one thread (the worker's
+ * progress thread).
  */
 #ifndef STRATA_ENGINE_STEPTIME_H
 #define STRATA_ENGINE_STEPTIME_H
@@ -17,7 +21,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define ENG_STEPTIME_WINDOW 5
+#define ENG_STEPTIME_MIN_STEPS 5
+#define ENG_STEPTIME_SPAN_MS 200
+/* Steps remembered: a span of a 3 ms worker's steps. */
+#define ENG_STEPTIME_RING 64
 /* Models remembered: a worker pushes at most two clocks past its model. */
 #define ENG_STEPTIME_LANDED 4
 
@@ -26,7 +33,8 @@ typedef struct eng_steptime {
     int64_t landed;                          /* newest clock landed, -1 */
     uint64_t pushed_ns;                      /* the last clock's push */
     int64_t pushed;                          /* that clock, -1 */
-    double window[ENG_STEPTIME_WINDOW];      /* the last steps, seconds */
+    double step[ENG_STEPTIME_RING];          /* the last steps, seconds */
+    uint64_t end_ns[ENG_STEPTIME_RING];      /* ... and when each ended */
     uint64_t steps;                          /* steps measured */
 } eng_steptime_t;
 
@@ -39,7 +47,8 @@ void eng_steptime_landed(eng_steptime_t *s, int64_t clock, uint64_t ns);
  * order); true when that measured a step. */
 bool eng_steptime_pushed(eng_steptime_t *s, int64_t clock, uint64_t ns);
 
-/* The median of the last steps, in seconds (0 before the first). */
-double eng_steptime_estimate(const eng_steptime_t *s);
+/* The median of the recent steps at now_ns, in seconds (0 before the
+ * first). */
+double eng_steptime_estimate(const eng_steptime_t *s, uint64_t now_ns);
 
 #endif /* STRATA_ENGINE_STEPTIME_H */
