@@ -13,6 +13,8 @@
 enum {
     OPT_SCENARIO = 256,
     OPT_SPEEDS,
+    OPT_RANDOM_SPEEDS,
+    OPT_SPEED_CHANGE,
     OPT_AGGREGATORS,
     OPT_GROUPS,
     OPT_POLICY,
@@ -43,6 +45,8 @@ enum {
 static const struct option options[] = {
     {"scenario", required_argument, NULL, OPT_SCENARIO},
     {"speeds", required_argument, NULL, OPT_SPEEDS},
+    {"random-speeds", required_argument, NULL, OPT_RANDOM_SPEEDS},
+    {"speed-change", required_argument, NULL, OPT_SPEED_CHANGE},
     {"aggregators", required_argument, NULL, OPT_AGGREGATORS},
     {"groups", required_argument, NULL, OPT_GROUPS},
     {"policy", required_argument, NULL, OPT_POLICY},
@@ -75,17 +79,25 @@ void perf_cli_usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: strata-train [--scenario gssp16|esync6] [--speeds LIST]\n"
+        "usage: strata-train [--scenario gssp16|slowdown12|esync6] "
+        "[--speeds LIST]\n"
         "                    [--policy P | --compare P1,P2,...] [options]\n"
         "Trains an MLP on Fashion-MNIST with one process per worker on this\n"
         "host, once per policy, and reports the time to a test accuracy.\n"
-        "  --scenario NAME     gssp16 (16 workers at x1/x2/x4/x8 in 4 "
-        "groups,\n"
-        "                      4 aggregators)\n"
+        "  --scenario NAME     gssp16 (16 workers at x1/x2/x4/x8, 4 "
+        "aggregators),\n"
+        "                      slowdown12 (12 at x1/x2/x8, a x1 worker 8 "
+        "times\n"
+        "                      slower from 2 s on, 3 aggregators)\n"
         "                      or esync6 (4 workers at x1, 2 at x100)\n"
         "  --speeds LIST       slowdown factor per worker: 1,1,2,2 or 1x4,8x4\n"
+        "  --random-speeds N:SEED  N workers, the slowest 3 to 10 times the\n"
+        "                      fastest, the rest log-uniform between (seeded)\n"
+        "  --speed-change W:T:F  worker W becomes F times slower T s in\n"
+        "                      (repeat, or W:T:F,W:T:F)\n"
         "  --aggregators N     aggregator processes (default 1)\n"
-        "  --groups N          GSSP's speed groups (0: by STRATA_GVF)\n"
+        "  --groups N          GSSP's speed groups (0: the engine's cost "
+        "model)\n"
         "  --policy P          one of local, bsp, ssp, asp, gssp, "
         "gssp+gdtopk,\n"
         "                      esync, fedavg (local: sequential SGD, no "
@@ -208,6 +220,13 @@ static strata_status_t apply_option(int id, const char *name, const char *arg,
     case OPT_SPEEDS:
         snprintf(sc->name, sizeof(sc->name), "custom");
         return perf_speeds_parse(arg, sc->speeds, &sc->workers);
+    case OPT_RANDOM_SPEEDS:
+        snprintf(sc->name, sizeof(sc->name), "random-%.20s", arg);
+        for (char *c = sc->name; *c; c++) /* a file name: random-12-7 */
+            *c = *c == ':' ? '-' : *c;
+        return perf_speeds_random(arg, sc->speeds, &sc->workers);
+    case OPT_SPEED_CHANGE:
+        return perf_speed_changes_parse(arg, sc);
     case OPT_POLICY:
     case OPT_COMPARE:
         return perf_policies_parse(arg, sc->policies, &sc->npolicies);

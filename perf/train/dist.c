@@ -77,9 +77,9 @@ strata_status_t perf_dist_step(perf_dist_t *d)
     return strata_step(d->ctx);
 }
 
-strata_status_t perf_dist_epoch_end(perf_dist_t *d, double mean_step_s)
+strata_status_t perf_dist_epoch_end(perf_dist_t *d)
 {
-    return strata_epoch_end(d->ctx, mean_step_s);
+    return strata_epoch_end(d->ctx, 0);
 }
 
 strata_status_t perf_dist_round(perf_dist_t *d, double step_s, bool *synced_out)

@@ -44,9 +44,8 @@ strata_status_t perf_dist_register(perf_dist_t *d, const perf_mlp_dims_t *dims,
 /* Gradient policies: push grads, wait until params hold the next model. */
 strata_status_t perf_dist_step(perf_dist_t *d);
 
-/* The end of a pass over this worker's data, whose steps took mean_step_s
- * each (the engine regroups GSSP workers by it). */
-strata_status_t perf_dist_epoch_end(perf_dist_t *d, double mean_step_s);
+/* The end of a pass over this worker's data (GDTopK's epochs). */
+strata_status_t perf_dist_epoch_end(perf_dist_t *d);
 
 /* Round policies, after each local step of step_s seconds: when the engine
  * says the round is ready, synchronise (params become the new global model)

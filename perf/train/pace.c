@@ -18,6 +18,11 @@ void perf_pace_init(perf_pace_t *p, double factor, double base_s, double jitter,
     perf_rng_seed(&p->rng, seed);
 }
 
+void perf_pace_slow_down(perf_pace_t *p, double factor)
+{
+    p->step_s *= factor;
+}
+
 void perf_pace_begin(perf_pace_t *p)
 {
     p->begin_ns = perf_now_ns();

@@ -28,6 +28,8 @@ void perf_pace_init(perf_pace_t *p, double factor, double base_s, double jitter,
 void perf_pace_begin(perf_pace_t *p);
 /* Sleep until this step's padded duration has passed since begin. */
 void perf_pace_end(perf_pace_t *p);
+/* From the next step on, steps take `factor` times as long. */
+void perf_pace_slow_down(perf_pace_t *p, double factor);
 
 /* CLOCK_MONOTONIC, the clock every process on the host shares. */
 int64_t perf_now_ns(void);

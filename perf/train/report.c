@@ -23,6 +23,10 @@ void perf_report_scenario(FILE *out, const perf_scenario_t *sc,
         i += n;
     }
     fprintf(out, ")");
+    for (int i = 0; i < sc->nchanges; i++)
+        fprintf(out, "%s worker %d x%g from %g s", i ? "," : ";",
+                sc->changes[i].worker, sc->changes[i].factor,
+                sc->changes[i].at_s);
     if (sc->groups)
         fprintf(out, " in %d gssp groups", sc->groups);
     fprintf(out,
@@ -82,6 +86,53 @@ void perf_report_table(FILE *out, const perf_scenario_t *sc,
     }
     fprintf(out, "(vs: speed-up to %.2f over %s; final acc after %.0f s)\n",
             sc->target_acc, ref->policy, sc->budget_s);
+    perf_report_changes(out, sc, r, n);
+}
+
+/* The accuracy of r's last evaluation at or before t (0 before any). */
+static double acc_at(const perf_result_t *r, double t)
+{
+    double acc = 0;
+    for (size_t k = 0; k < r->npoints && r->points[k].t_s <= t; k++)
+        acc = r->points[k].acc;
+    return acc;
+}
+
+/* The share of ref's evaluations at which r was at least as accurate. */
+static double share_ahead(const perf_result_t *r, const perf_result_t *ref)
+{
+    size_t ahead = 0;
+    for (size_t k = 0; k < ref->npoints; k++)
+        ahead += acc_at(r, ref->points[k].t_s) >= ref->points[k].acc;
+    return ref->npoints ? (double)ahead / (double)ref->npoints : 0;
+}
+
+void perf_report_changes(FILE *out, const perf_scenario_t *sc,
+                         const perf_result_t *r, int n)
+{
+    const perf_result_t *ref = reference(r, n);
+    for (int i = 0; i < sc->nchanges; i++) {
+        const perf_speed_change_t *c = &sc->changes[i];
+        fprintf(out, "speed change: worker %d x%g at %g s\n", c->worker,
+                c->factor, c->at_s);
+        for (int p = 0; p < n; p++) {
+            const perf_change_seen_t *s = &r[p].changes[i];
+            if (strncmp(r[p].policy, "gssp", 4) != 0)
+                continue;
+            if (s->moved)
+                fprintf(out, "  %-12s moved from group %d to %d %.2f s later",
+                        r[p].policy, s->from, s->to, s->after_s);
+            else
+                fprintf(out, "  %-12s never left group %d", r[p].policy,
+                        s->from);
+            if (ref != &r[p])
+                fprintf(out,
+                        "; as accurate as %s or more at %.0f%% of its "
+                        "evaluations",
+                        ref->policy, 100 * share_ahead(&r[p], ref));
+            fprintf(out, "\n");
+        }
+    }
 }
 
 static void json_number(FILE *f, double v)
@@ -112,10 +163,21 @@ strata_status_t perf_report_json(const char *path, const perf_scenario_t *sc,
         json_number(f, r[i].final_acc);
         fprintf(f,
                 ", \"bytes_pushed\": %llu, \"bytes_pulled\": %llu, "
-                "\"steps\": %llu, \"ok\": %s}",
+                "\"steps\": %llu, \"ok\": %s",
                 (unsigned long long)r[i].bytes_pushed,
                 (unsigned long long)r[i].bytes_pulled,
                 (unsigned long long)r[i].steps, r[i].ok ? "true" : "false");
+        for (int c = 0; c < sc->nchanges; c++) {
+            fprintf(f,
+                    "%s{\"worker\": %d, \"at_s\": %g, \"factor\": %g, "
+                    "\"moved_after_s\": ",
+                    c ? ", " : ", \"speed_changes\": [", sc->changes[c].worker,
+                    sc->changes[c].at_s, sc->changes[c].factor);
+            json_number(f,
+                        r[i].changes[c].moved ? r[i].changes[c].after_s : NAN);
+            fprintf(f, "}%s", c + 1 == sc->nchanges ? "]" : "");
+        }
+        fputs("}", f);
     }
     fputs("\n]}\n", f);
     if (fclose(f) != 0) {

@@ -19,9 +19,17 @@ void perf_report_scenario(FILE *out, const perf_scenario_t *sc,
 void perf_report_table(FILE *out, const perf_scenario_t *sc,
                        const perf_result_t *r, int n);
 
+/* For each speed change: how long after it each gssp run moved the worker
+ * to another group, and at what share of bsp's evaluations it was as
+ * accurate as bsp or more (1: over the whole run). */
+void perf_report_changes(FILE *out, const perf_scenario_t *sc,
+                         const perf_result_t *r, int n);
+
 /* {"scenario", "target_acc", "budget_s", "results": [{"policy",
  * "time_to_target_s" (null when not reached), "final_acc", "bytes_pushed",
- * "bytes_pulled", "steps", "ok"}]} */
+ * "bytes_pulled", "steps", "ok", "speed_changes": [{"worker", "at_s",
+ * "factor", "moved_after_s" (null when it never moved)}] (with
+ * --speed-change)}]} */
 strata_status_t perf_report_json(const char *path, const perf_scenario_t *sc,
                                  const perf_result_t *r, int n);
 

@@ -245,7 +245,7 @@ static void setenv_fmt(const char *key, const char *fmt, ...)
 }
 
 /* The STRATA_* settings of a policy's job. Settings the driver does not
- * choose (e.g. STRATA_GVF) pass through from the user's environment. */
+ * choose (e.g. STRATA_STALENESS_COST) pass through from the user's environment. */
 static void set_job_env(const perf_driver_t *d, const perf_policy_t *p)
 {
     const perf_scenario_t *sc = &d->sc;
@@ -414,6 +414,30 @@ static void poll_model(job_t *j, int64_t *next_eval_ns)
     }
 }
 
+/* When each speed change's worker joins another group: as soon as its slot
+ * shows it (a worker publishes its group after each of its steps, so this
+ * errs late by up to one of its steps). */
+static void watch_changes(job_t *j)
+{
+    const perf_scenario_t *sc = &j->d->sc;
+    int64_t t0 = atomic_load(&j->b->t0_ns), now = perf_now_ns();
+    for (int i = 0; t0 != 0 && i < sc->nchanges; i++) {
+        const perf_speed_change_t *c = &sc->changes[i];
+        perf_change_seen_t *s = &j->r->changes[i];
+        double t = (double)(now - t0) * 1e-9;
+        if (s->moved || t < c->at_s)
+            continue;
+        int g = atomic_load(&j->b->slots[c->worker].group);
+        if (!s->seen) {
+            *s = (perf_change_seen_t){.seen = true, .from = g};
+        } else if (g != s->from) {
+            s->moved = true;
+            s->to = g;
+            s->after_s = t - c->at_s;
+        }
+    }
+}
+
 /* Until the job exits, is stopped by the user, or overstays. */
 static strata_status_t watch(job_t *j, int *status_out)
 {
@@ -435,6 +459,7 @@ static strata_status_t watch(job_t *j, int *status_out)
             return STRATA_ERR_TIMEOUT;
         }
         poll_model(j, &next_eval);
+        watch_changes(j);
         sleep_ms(2);
     }
 }

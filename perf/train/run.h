@@ -23,6 +23,14 @@ typedef struct perf_point {
     double acc;
 } perf_point_t;
 
+/* What became of a speed change's worker: the group it was in when the
+ * change was due, and whether (and how long after) it joined another. */
+typedef struct perf_change_seen {
+    bool seen, moved;
+    int from, to;
+    double after_s;
+} perf_change_seen_t;
+
 typedef struct perf_result {
     char policy[32];
     bool ok;
@@ -34,6 +42,7 @@ typedef struct perf_result {
     uint64_t steps;    /* minibatches, all workers */
     uint64_t overruns; /* steps whose compute exceeded their padding */
     double job_s;      /* launch to exit, start-up included */
+    perf_change_seen_t changes[PERF_MAX_CHANGES];
     perf_point_t *points;
     size_t npoints;
     size_t cap;

@@ -24,11 +24,10 @@ typedef struct worker {
     int workers;
     perf_board_slot_t *slot;
     bool reporter; /* hands the driver the model to evaluate */
-    int64_t deadline_ns;
+    int64_t t0_ns, deadline_ns;
+    bool changed[PERF_MAX_CHANGES]; /* speed changes made */
     uint64_t rounds;
-    uint64_t epoch;       /* of the sampler, at the last epoch end */
-    uint64_t epoch_steps; /* pace.steps then */
-    double epoch_paced_s; /* pace.paced_s then */
+    uint64_t epoch; /* of the sampler, at the last epoch end */
 
     perf_dataset_t train; /* this worker's shard */
     perf_sampler_t sampler;
@@ -114,10 +113,25 @@ static strata_status_t setup_shard(worker_t *w)
     return perf_sampler_init(&w->sampler, w->train.count, seed);
 }
 
+/* This worker's speed changes that are due (--speed-change). */
+static void change_speed(worker_t *w)
+{
+    const perf_scenario_t *sc = w->sc;
+    for (int i = 0; i < sc->nchanges; i++) {
+        const perf_speed_change_t *c = &sc->changes[i];
+        if (c->worker != w->index || w->changed[i] ||
+            perf_now_ns() < w->t0_ns + (int64_t)(c->at_s * 1e9))
+            continue;
+        w->changed[i] = true;
+        perf_pace_slow_down(&w->pace, c->factor);
+    }
+}
+
 /* Forward and backward on the next minibatch; the step's pace starts here. */
 static void minibatch(worker_t *w)
 {
     size_t b = (size_t)w->sc->batch;
+    change_speed(w);
     perf_pace_begin(&w->pace);
     perf_sampler_next(&w->sampler, b, w->batch);
     perf_dataset_gather(&w->train, w->batch, b, w->x, w->y);
@@ -146,20 +160,14 @@ static void publish(worker_t *w, bool global)
         perf_board_offer(w->board, w->params);
 }
 
-/* At the end of each pass over the shard, tell the engine how long this
- * worker's steps take (what GSSP groups by). Its own paced time, not the
- * wall time between steps: in a synchronous group every member waits for
- * the slowest, and the wall time would make them all look alike. */
+/* At the end of each pass over the shard: GDTopK's schedule follows the
+ * epochs. (GSSP groups by the step times the engine measures itself.) */
 static strata_status_t end_epoch(worker_t *w)
 {
     if (w->sampler.epoch == w->epoch)
         return STRATA_OK;
-    uint64_t steps = w->pace.steps - w->epoch_steps;
-    double mean = (w->pace.paced_s - w->epoch_paced_s) / (double)steps;
     w->epoch = w->sampler.epoch;
-    w->epoch_steps = w->pace.steps;
-    w->epoch_paced_s = w->pace.paced_s;
-    return perf_dist_epoch_end(w->dist, mean);
+    return perf_dist_epoch_end(w->dist);
 }
 
 static bool time_left(const worker_t *w)
@@ -272,8 +280,8 @@ static strata_status_t train(worker_t *w)
     if (st != STRATA_OK)
         return st;
     atomic_store(&w->slot->state, PERF_SLOT_TRAINING);
-    int64_t t0 = perf_board_start(w->board);
-    w->deadline_ns = t0 + (int64_t)(w->sc->budget_s * 1e9);
+    w->t0_ns = perf_board_start(w->board);
+    w->deadline_ns = w->t0_ns + (int64_t)(w->sc->budget_s * 1e9);
     st = drive(w);
     if (st != STRATA_OK)
         return st;

@@ -2,6 +2,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -152,6 +153,70 @@ static void reporter_is_the_first_fastest(void **state)
     assert_int_equal(perf_scenario_reporter(&sc), 2);
 }
 
+static void speed_changes_parse_and_are_checked(void **state)
+{
+    (void)state;
+    perf_scenario_t sc;
+    perf_scenario_defaults(&sc);
+    assert_int_equal(perf_speed_changes_parse("0:2:8,3:1.5:0.5", &sc),
+                     STRATA_OK);
+    assert_int_equal(perf_speed_changes_parse("1:0:2", &sc), STRATA_OK);
+    assert_int_equal(sc.nchanges, 3);
+    assert_int_equal(sc.changes[1].worker, 3);
+    assert_float_equal(sc.changes[1].at_s, 1.5, 0);
+    assert_float_equal(sc.changes[1].factor, 0.5, 0);
+    assert_int_equal(perf_scenario_check(&sc), STRATA_OK); /* 4 workers */
+    sc.changes[2].worker = 4;
+    assert_int_equal(perf_scenario_check(&sc), STRATA_ERR_INVALID);
+
+    const char *bad[] = {"",      "0:2",   "0:2:",   "-1:2:8", "0:-1:8",
+                         "0:2:0", "a:2:8", "0:2:8x", "0::8",   "0:nan:8"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        perf_scenario_defaults(&sc);
+        assert_int_equal(perf_speed_changes_parse(bad[i], &sc),
+                         STRATA_ERR_INVALID);
+        assert_int_equal(sc.nchanges, 0);
+    }
+    perf_scenario_defaults(&sc);
+    for (int i = 0; i < PERF_MAX_CHANGES; i++)
+        assert_int_equal(perf_speed_changes_parse("0:1:2", &sc), STRATA_OK);
+    assert_int_equal(perf_speed_changes_parse("0:1:2", &sc),
+                     STRATA_ERR_INVALID);
+
+    assert_int_equal(perf_scenario_named("slowdown12", &sc), STRATA_OK);
+    assert_int_equal(sc.workers, 12);
+    assert_int_equal(sc.nchanges, 1);
+    assert_true(sc.speeds[sc.changes[0].worker] == 1);
+    /* The reporter is a fast worker whose speed stays. */
+    assert_int_equal(perf_scenario_reporter(&sc), 1);
+}
+
+static void random_speeds_are_seeded_and_span_3_to_10(void **state)
+{
+    (void)state;
+    double a[PERF_MAX_WORKERS], b[PERF_MAX_WORKERS];
+    int na, nb;
+    for (unsigned seed = 1; seed <= 20; seed++) {
+        char spec[32];
+        snprintf(spec, sizeof(spec), "12:%u", seed);
+        assert_int_equal(perf_speeds_random(spec, a, &na), STRATA_OK);
+        assert_int_equal(perf_speeds_random(spec, b, &nb), STRATA_OK);
+        assert_int_equal(na, 12);
+        assert_memory_equal(a, b, sizeof(double) * 12);
+        double lo = a[0], hi = a[0];
+        for (int i = 1; i < 12; i++) {
+            lo = a[i] < lo ? a[i] : lo;
+            hi = a[i] > hi ? a[i] : hi;
+        }
+        assert_float_equal(lo, 1, 0);
+        assert_true(hi >= 3 && hi <= 10);
+    }
+    const char *bad[] = {"", "12", "1:3", "300:1", "12:", "12:-1", "x:1"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_int_equal(perf_speeds_random(bad[i], a, &na),
+                         STRATA_ERR_INVALID);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +228,8 @@ int main(void)
         cmocka_unit_test(bad_options_are_refused),
         cmocka_unit_test(partitions_give_every_aggregator_work),
         cmocka_unit_test(reporter_is_the_first_fastest),
+        cmocka_unit_test(speed_changes_parse_and_are_checked),
+        cmocka_unit_test(random_speeds_are_seeded_and_span_3_to_10),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
