@@ -444,6 +444,7 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     m->peer.left = true;
     eng_live_unwatch(ctx, m->peer.rank);
     m->metrics = json[0] ? util_strdup(json) : NULL;
+    eng_launch_tell(&ctx->launch, "left %d", m->peer.rank);
     if (!m->dropped) /* a dropped worker was counted then */
         ctx->coord->nbye++;
     if (eng_coord_policy(ctx)->left)

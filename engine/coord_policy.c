@@ -53,6 +53,7 @@ static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
     snprintf(m->drop_why, sizeof(m->drop_why), "%s", why);
     c->nbye++; /* it will not say BYE */
     eng_live_unwatch(ctx, m->peer.rank);
+    eng_launch_tell(&ctx->launch, "dropped %d", m->peer.rank);
     if (m->peer.ep) /* silent, not gone: it reads this when it wakes */
         eng_coord_send_dropped(m);
     if (c->ss && eng_ss_is_live(c->ss, w))

@@ -2,11 +2,15 @@
 #include "engine/launch.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 
 #include "util/log.h"
 
@@ -141,6 +145,41 @@ static uint64_t eng_launch_incarnation(void)
     return h;
 }
 
+/* STRATA_LAUNCHER_FD must be a socket this process holds; it is not
+ * passed on to the programs the rank starts. */
+static strata_status_t eng_launch_fd(const eng_config_t *cfg, int *fd_out)
+{
+    int fd = (int)eng_config_int(cfg, ENG_CFG_LAUNCHER_FD);
+    struct stat sb;
+    *fd_out = -1;
+    if (fd < 0)
+        return STRATA_OK;
+    errno = 0;
+    if (fstat(fd, &sb) != 0 || !S_ISSOCK(sb.st_mode)) {
+        util_error("STRATA_LAUNCHER_FD=%d is not a socket this process holds "
+                   "(%s): it is for launchers such as strata-run",
+                   fd, errno ? strerror(errno) : "another kind of file");
+        return STRATA_ERR_CONFIG;
+    }
+    fcntl(fd, F_SETFD, FD_CLOEXEC);
+    *fd_out = fd;
+    return STRATA_OK;
+}
+
+void eng_launch_tell(const eng_launch_t *l, const char *fmt, ...)
+{
+    if (l->launcher_fd < 0)
+        return;
+    char line[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n > 0 && (size_t)n < sizeof(line) &&
+        send(l->launcher_fd, line, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) < 0)
+        util_debug("cannot tell the launcher '%s': %s", line, strerror(errno));
+}
+
 strata_status_t eng_launch_detect(const eng_config_t *cfg,
                                   eng_launch_t *launch_out)
 {
@@ -167,6 +206,8 @@ strata_status_t eng_launch_detect(const eng_config_t *cfg,
     strata_status_t st = eng_launch_check(&l, rank_from, size_from);
     if (st == STRATA_OK)
         st = eng_launch_coord(cfg, &l);
+    if (st == STRATA_OK)
+        st = eng_launch_fd(cfg, &l.launcher_fd);
     if (st != STRATA_OK)
         return st;
     l.incarnation = eng_launch_incarnation();

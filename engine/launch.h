@@ -35,6 +35,8 @@ typedef struct eng_launch {
      * strata-bench-pushpull, the next step of a batch script) tells them
      * apart. */
     uint64_t incarnation;
+    /* STRATA_LAUNCHER_FD: a datagram socket of the launcher, -1 */
+    int launcher_fd;
 } eng_launch_t;
 
 /* Read the environment. A missing rank, size or coordinator, a malformed
@@ -43,6 +45,13 @@ typedef struct eng_launch {
  * involved. */
 strata_status_t eng_launch_detect(const eng_config_t *cfg,
                                   eng_launch_t *launch_out);
+
+/* Tell the launcher (STRATA_LAUNCHER_FD) one line about the job: "left R"
+ * once rank R said goodbye, "dropped R" when the job goes on without worker
+ * R. So strata-run keeps the job when a rank it sees fail was one the job
+ * goes on without. Never blocks; with no launcher listening, nothing. */
+void eng_launch_tell(const eng_launch_t *l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 static inline int eng_launch_is_aggregator(const eng_launch_t *l, int rank)
 {

@@ -2,25 +2,42 @@
  * strata-run: start a whole job on this machine. Ranks 0..A-1 aggregate
  * (strata-agg, or PROGRAM with --spmd), ranks A..A+N-1 run PROGRAM as
  * workers. The ranks find the coordinator through a file in a private
- * temporary directory and prove a fresh random job secret. When a rank
- * fails, the others are stopped and strata-run exits with its status.
+ * temporary directory and prove a fresh random job secret.
+ *
+ * The launcher follows the engine: when a rank fails, the others are not
+ * stopped at once. Rank 0 says on a socket (STRATA_LAUNCHER_FD) which ranks
+ * left and which workers the job goes on without (esync and fedavg drop a
+ * dead worker); a failure of such a rank leaves the job running. Otherwise
+ * the engine tells every rank why the job failed and each ends on its own;
+ * whatever still runs STRATA_TIMEOUT_MS plus a grace after the failure is
+ * stopped (SIGTERM, then SIGKILL). strata-run exits with the status of the
+ * first rank that failed, a worker the job went on without aside.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <libgen.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
-#define GRACE_MS 3000 /* between SIGTERM and SIGKILL */
+#include "engine/config.h"
+
+/* After a failure, on top of STRATA_TIMEOUT_MS, for the others to end on
+ * their own; and between SIGTERM and SIGKILL. */
+#define GRACE_MS 3000
 
 typedef struct job {
     int workers, aggs, size;
@@ -30,6 +47,17 @@ typedef struct job {
     char dir[64];
     pid_t *pids;
     int running;
+    int64_t timeout_ms; /* STRATA_TIMEOUT_MS, as the ranks read it */
+    int sock[2];        /* the launcher socket: [0] read here, [1] ranks' */
+    /* per rank */
+    int *code;     /* exit code, -1 while it runs */
+    bool *left;    /* rank 0 says: it said goodbye */
+    bool *dropped; /* rank 0 says: the job goes on without it */
+    /* supervising */
+    int nexits;          /* ranks exited so far, for the order */
+    int *exit_seq;       /* [size]: in which order they exited */
+    uint64_t stop_at_ns; /* 0, or when to stop the ranks still running */
+    bool stopping, killed;
 } job_t;
 
 static void usage(FILE *out)
@@ -222,18 +250,56 @@ static int exit_code(int status)
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-static void report(const job_t *job, int r, pid_t pid, int status)
+static uint64_t now_ns(void)
 {
-    fprintf(stderr,
-            "strata-run: rank %d (%s, pid %d) %s %d; stopping the other "
-            "ranks\n",
-            r, r < job->aggs ? "aggregator" : "worker", (int)pid,
-            WIFEXITED(status) ? "exited with status" : "was killed by signal",
-            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Reap what exited; on the first failure, stop the others. */
-static void reap(job_t *job, int *first, bool *stopping)
+static const char *role_of(const job_t *job, int r)
+{
+    return r < job->aggs ? "aggregator" : "worker";
+}
+
+/* Whether a rank's failure still holds the job: it failed, and the job
+ * did not go on without it. */
+static bool holds(const job_t *job, int r)
+{
+    return job->code[r] > 0 && !job->dropped[r] && !job->left[r];
+}
+
+/* The others end on their own (the engine tells them why the job failed)
+ * or are stopped later; a failure the engine goes on from stops nothing. */
+static void update_deadline(job_t *job)
+{
+    bool any = false;
+    for (int r = 0; r < job->size; r++)
+        any |= holds(job, r);
+    if (!any)
+        job->stop_at_ns = 0;
+    else if (!job->stop_at_ns)
+        job->stop_at_ns =
+            now_ns() + (uint64_t)(job->timeout_ms + GRACE_MS) * 1000000u;
+}
+
+/* A rank failed; the first failure that holds the job also says what
+ * happens next. */
+static void report(const job_t *job, int r, pid_t pid, int status, bool first)
+{
+    const char *then = job->dropped[r] ? "; the job goes on without it"
+                       : job->left[r]  ? "; it had left the job"
+                       : first ? "; the others end once the engine tells "
+                                 "them why, or are stopped"
+                               : "";
+    fprintf(stderr, "strata-run: rank %d (%s, pid %d) %s %d%s\n", r,
+            role_of(job, r), (int)pid,
+            WIFEXITED(status) ? "exited with status" : "was killed by signal",
+            WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), then);
+}
+
+/* Reap what exited. */
+static void reap(job_t *job)
 {
     int status;
     pid_t pid;
@@ -243,39 +309,168 @@ static void reap(job_t *job, int *first, bool *stopping)
             continue;
         job->pids[r] = 0;
         job->running--;
-        if (exit_code(status) != 0 && *first == 0) {
-            *first = exit_code(status);
-            report(job, r, pid, status);
+        job->code[r] = exit_code(status);
+        job->exit_seq[r] = job->nexits++;
+        if (job->code[r] != 0 && !job->stopping)
+            report(job, r, pid, status, !job->stop_at_ns);
+        update_deadline(job);
+    }
+}
+
+/* What rank 0 said: "left R", "dropped R". */
+static void hear(job_t *job)
+{
+    char line[64];
+    ssize_t n;
+    while ((n = recv(job->sock[0], line, sizeof(line) - 1, MSG_DONTWAIT)) > 0) {
+        line[n] = '\0';
+        int r = -1;
+        bool dropped = sscanf(line, "dropped %d", &r) == 1;
+        if (!dropped && sscanf(line, "left %d", &r) != 1)
+            continue;
+        if (r < 0 || r >= job->size)
+            continue;
+        job->dropped[r] |= dropped;
+        job->left[r] |= !dropped;
+        if (dropped && job->code[r] > 0)
+            fprintf(stderr,
+                    "strata-run: the job goes on without rank %d (%s): the "
+                    "engine dropped it\n",
+                    r, role_of(job, r));
+    }
+    update_deadline(job);
+}
+
+/* The first failure in exit order that counts: a worker the job went on
+ * without does not. */
+static int first_failure(const job_t *job)
+{
+    int first = -1;
+    for (int r = 0; r < job->size; r++)
+        if (job->code[r] > 0 && !job->dropped[r] &&
+            (first < 0 || job->exit_seq[r] < job->exit_seq[first]))
+            first = r;
+    return first < 0 ? 0 : job->code[first];
+}
+
+static int poll_ms(const job_t *job)
+{
+    if (!job->stop_at_ns)
+        return -1;
+    uint64_t now = now_ns();
+    return now >= job->stop_at_ns
+               ? 0
+               : (int)((job->stop_at_ns - now + 999999) / 1000000);
+}
+
+/* Sleeps in poll on the signals (SIGCHLD, SIGINT, SIGTERM, blocked and
+ * read from sfd) and rank 0's socket until a rank exits, rank 0 speaks, a
+ * signal comes or the deadline passes. Returns the exit code. */
+static int supervise(job_t *job, int sfd)
+{
+    int sig_code = 0;
+    for (;;) {
+        hear(job);
+        reap(job);
+        if (job->running == 0)
+            return sig_code ? sig_code : first_failure(job);
+        struct pollfd fds[2] = {{.fd = sfd, .events = POLLIN},
+                                {.fd = job->sock[0], .events = POLLIN}};
+        int n = poll(fds, 2, poll_ms(job));
+        if (n < 0 && errno != EINTR) {
+            fprintf(stderr, "strata-run: poll: %s\n", strerror(errno));
+            signal_all(job, SIGKILL);
+            job->stopping = job->killed = true;
+        }
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+            int sig = (int)si.ssi_signo;
+            if (sig == SIGINT || sig == SIGTERM) {
+                sig_code = sig_code ? sig_code : 128 + sig;
+                signal_all(job, sig);
+                job->stopping = true;
+                job->stop_at_ns = now_ns() + GRACE_MS * 1000000ull;
+            }
+        }
+        if (!job->stop_at_ns || now_ns() < job->stop_at_ns || job->killed)
+            continue;
+        if (!job->stopping) {
+            fprintf(stderr,
+                    "strata-run: ranks still run STRATA_TIMEOUT_MS=%lld plus "
+                    "%d s after the first failure; stopping them\n",
+                    (long long)job->timeout_ms, GRACE_MS / 1000);
             signal_all(job, SIGTERM);
-            *stopping = true;
+            job->stopping = true;
+            job->stop_at_ns = now_ns() + GRACE_MS * 1000000ull;
+        } else {
+            signal_all(job, SIGKILL);
+            job->killed = true;
         }
     }
 }
 
-/* Sleeps in sigtimedwait (SIGCHLD, SIGINT, SIGTERM are blocked) until a
- * rank exits or a signal comes; after the first failure the others get
- * SIGTERM, then SIGKILL after a grace period. Returns the first failure's
- * exit code. */
-static int supervise(job_t *job, const sigset_t *set)
+/* STRATA_TIMEOUT_MS as the ranks will read it (STRATA_CONFIG, then the
+ * environment); the default if the settings do not load, which the ranks
+ * then report themselves. */
+static void quiet(void *arg, strata_log_level_t level, const char *line)
 {
-    int first = 0;
-    bool stopping = false, killed = false;
-    for (;;) {
-        reap(job, &first, &stopping);
-        if (job->running == 0)
-            return first;
-        struct timespec grace = {GRACE_MS / 1000, 0};
-        siginfo_t info;
-        int sig = sigtimedwait(set, &info, stopping ? &grace : NULL);
-        if (sig == SIGINT || sig == SIGTERM) {
-            first = first ? first : 128 + sig;
-            signal_all(job, sig);
-            stopping = true;
-        } else if (sig < 0 && errno == EAGAIN && !killed) {
-            signal_all(job, SIGKILL);
-            killed = true;
-        }
+    (void)arg, (void)level, (void)line;
+}
+
+static int64_t rank_timeout_ms(void)
+{
+    eng_config_t *cfg = NULL;
+    strata_log_set_handler(quiet, NULL);
+    strata_status_t st = eng_config_load(&cfg);
+    strata_log_set_handler(NULL, NULL);
+    if (st != STRATA_OK && eng_config_defaults(&cfg) != STRATA_OK)
+        return 30000;
+    int64_t ms = eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
+    eng_config_free(cfg);
+    return ms;
+}
+
+/* The socket rank 0 tells this launcher about the job on: datagrams, one
+ * line each; the ranks inherit the writing end. */
+static int make_socket(job_t *job)
+{
+    if (socketpair(AF_UNIX, SOCK_DGRAM, 0, job->sock) != 0) {
+        fprintf(stderr, "strata-run: socketpair: %s\n", strerror(errno));
+        return -1;
     }
+    fcntl(job->sock[0], F_SETFD, FD_CLOEXEC);
+    fcntl(job->sock[0], F_SETFL, O_NONBLOCK);
+    char fd[16];
+    snprintf(fd, sizeof(fd), "%d", job->sock[1]);
+    setenv("STRATA_LAUNCHER_FD", fd, 1);
+    return 0;
+}
+
+static int alloc_job(job_t *job)
+{
+    size_t n = (size_t)job->size;
+    job->pids = calloc(n, sizeof(pid_t));
+    job->code = malloc(n * sizeof(int));
+    job->exit_seq = calloc(n, sizeof(int));
+    job->left = calloc(n, sizeof(bool));
+    job->dropped = calloc(n, sizeof(bool));
+    if (!job->pids || !job->code || !job->exit_seq || !job->left ||
+        !job->dropped) {
+        fprintf(stderr, "strata-run: out of memory for %d ranks\n", job->size);
+        return -1;
+    }
+    for (size_t r = 0; r < n; r++)
+        job->code[r] = -1;
+    return 0;
+}
+
+static void free_job(job_t *job)
+{
+    free(job->pids);
+    free(job->code);
+    free(job->exit_seq);
+    free(job->left);
+    free(job->dropped);
 }
 
 int main(int argc, char **argv)
@@ -285,9 +480,9 @@ int main(int argc, char **argv)
         return 2;
     if (!job.spmd && find_agg(&job) != 0)
         return 2;
-    job.pids = calloc((size_t)job.size, sizeof(pid_t));
-    if (!job.pids || make_dir(&job) != 0)
+    if (alloc_job(&job) != 0 || make_dir(&job) != 0 || make_socket(&job) != 0)
         return 2;
+    job.timeout_ms = rank_timeout_ms();
     char coord[96];
     snprintf(coord, sizeof(coord), "%s/coord", job.dir);
     if (!getenv("STRATA_COORD"))
@@ -300,10 +495,18 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGTERM);
     sigprocmask(SIG_BLOCK, &set, NULL);
+    int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0) {
+        fprintf(stderr, "strata-run: signalfd: %s\n", strerror(errno));
+        return 2;
+    }
     for (int r = 0; r < job.size; r++)
         start_rank(&job, r);
-    int code = supervise(&job, &set);
+    close(job.sock[1]); /* the ranks hold it */
+    int code = supervise(&job, sfd);
+    close(sfd);
+    close(job.sock[0]);
     remove_dir(&job);
-    free(job.pids);
+    free_job(&job);
     return code;
 }

@@ -34,6 +34,15 @@ expect_rank 3 137 ""
 for r in 0 1 2 4; do
   expect_rank $r 3 "worker rank 3 .*disconnected (before|without) finalizing"
 done
+# Under strata-run the launcher does not stop the others (bsp cannot go on
+# without a worker): each ends with the engine's message; the exit status is
+# the killed worker's.
+rc=0
+out=$(within $limit "$RUN" -n 3 -a 2 -- "$EXACT" --steps 50 --die-at 3 2>&1) ||
+  rc=$?
+[ $rc -eq 137 ] || fail "strata-run exited $rc, not the killed worker's 137: $out"
+[ "$(grep -cE "rank [0124] .*worker rank 3 .*disconnected (before|without) finalizing" <<<"$out")" -ge 4 ] ||
+  fail "under strata-run, not every rank named the killed worker: $out"
 # Aggregator 1 listens on shm only (STRATA_TRANSPORT differs between
 # ranks): the workers cannot connect to it. Every rank says so, not that a
 # worker left.

@@ -3,7 +3,7 @@
 # esync blocking and non-blocking (fast workers take more local steps),
 # deltas weighted by local steps, fp32 and fp64; a worker killed during an
 # esync round and one during a fedavg round are dropped and the others go on,
-# as is one that falls silent during an esync round.
+# as is one that falls silent during an esync round, also under strata-run.
 RUN=$1 EXACT=$2 TRANSPORT=$3
 source "$(dirname "$0")/common.sh"
 export STRATA_TRANSPORT=$TRANSPORT
@@ -55,6 +55,17 @@ for p in esync fedavg; do
   for r in 0 1; do expect_rank $r 0 ""; done
   grep -q "dropping worker rank 4" "$LDIR/0.log" ||
     fail "$p: the coordinator did not say it dropped worker rank 4: $(cat "$LDIR/0.log")"
+done
+# The same under strata-run: the launcher follows the engine and keeps the
+# job (it used to stop every rank on the first failure).
+for p in esync fedavg; do
+  OUT=$(within 30 env STRATA_POLICY=$p "$RUN" -n 3 -a 2 -- \
+    "$EXACT" --rounds 5 --check equal --die-in 2 2>&1) ||
+    fail "$p under strata-run: the job did not go on without worker rank 4: $OUT"
+  [ "$(grep -c '5 rounds exact' <<<"$OUT")" -eq 2 ] ||
+    fail "$p under strata-run: not both other workers finished: $OUT"
+  grep -q "strata-run: .*rank 4 .*the job goes on without it" <<<"$OUT" ||
+    fail "$p under strata-run: it did not say the job goes on: $OUT"
 done
 # A worker that falls silent (still connected) in round 1 of esync: the
 # State Server drops it after the timeout, the others finish every round;

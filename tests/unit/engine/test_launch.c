@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -42,6 +44,7 @@ static const char *const launcher_vars[] = {
     "STRATA_COORD_FILE",
     "STRATA_NUM_AGGREGATORS",
     "STRATA_CONFIG",
+    "STRATA_LAUNCHER_FD",
 };
 
 static int setup(void **state)
@@ -203,6 +206,40 @@ static void errors_name_the_problem(void **state)
     assert_non_null(strstr(last_error, "MASTER_PORT+1"));
 }
 
+/* strata-run hears on STRATA_LAUNCHER_FD which ranks the job goes on
+ * without; anything but a socket is refused by name. */
+static void launcher_socket(void **state)
+{
+    (void)state;
+    setenv("STRATA_RANK", "0", 1);
+    setenv("STRATA_SIZE", "3", 1);
+    setenv("STRATA_COORD", "h:1", 1);
+    eng_launch_t l;
+    assert_int_equal(detect(&l), STRATA_OK);
+    assert_int_equal(l.launcher_fd, -1);
+    eng_launch_tell(&l, "dropped %d", 2); /* nobody listens: nothing */
+
+    int sv[2], p[2];
+    char fd[16], line[64];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_DGRAM, 0, sv), 0);
+    snprintf(fd, sizeof(fd), "%d", sv[1]);
+    setenv("STRATA_LAUNCHER_FD", fd, 1);
+    assert_int_equal(detect(&l), STRATA_OK);
+    assert_int_equal(l.launcher_fd, sv[1]);
+    eng_launch_tell(&l, "dropped %d", 2);
+    ssize_t n = recv(sv[0], line, sizeof(line) - 1, MSG_DONTWAIT);
+    assert_int_equal(n, 9);
+    line[n] = '\0';
+    assert_string_equal(line, "dropped 2");
+
+    assert_int_equal(pipe(p), 0);
+    snprintf(fd, sizeof(fd), "%d", p[0]);
+    setenv("STRATA_LAUNCHER_FD", fd, 1);
+    assert_int_equal(detect(&l), STRATA_ERR_CONFIG);
+    assert_non_null(strstr(last_error, "is not a socket"));
+    close(p[0]), close(p[1]), close(sv[0]), close(sv[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -218,6 +255,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(errors_name_the_problem, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(launcher_socket, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
