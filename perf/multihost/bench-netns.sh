@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The BSP push-pull round across emulated hosts with shaped links, against the
+# link bound and against MPI_Allreduce over the same links in the same run.
+#
+#   perf/multihost/bench-netns.sh BUILD [--workers W] [--aggs 1,2]
+#       [--rates 1gbit,10gbit] [--sizes 1M:16M] [--rounds R] [--iters N]
+#       [--out DIR]
+#
+# Hosts: aggregators a on host a (one per host), the W workers on hosts of
+# their own after them; links (both directions) shaped with tbf, 20 ms
+# queues, one rate at a time. Each round runs every (rate, S) in turn
+# (alternating, so that load on the machine spreads over all of them):
+# strata-bench-pushpull under mpirun (Strata's round among the W workers and
+# S aggregators, then MPI_Allreduce of the same bytes among the W workers
+# over btl tcp on the same links), and iperf3 between two hosts once per
+# rate. The table gives medians over the rounds:
+#   bound_us   the link bound: the bytes the busiest link carries in one
+#              direction per round, max(W/S, 1) x bytes, over the rate (tbf
+#              shapes each direction on its own, so pushes and pulls of
+#              different partitions may overlap; a round that pushes
+#              everything, then pulls, takes at least twice this)
+#   eff        bound_us / strata_us
+#   vs_mpi     mpi_us / strata_us (above 1: Strata faster)
+#   vs_S1      strata_us with one aggregator / strata_us with S
+# Needs root (emulated hosts); the figures are only comparable within a run.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+nsc=$here/../../tests/multihost/nscluster
+[ $# -ge 1 ] || { sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d' >&2; exit 2; }
+BUILD=$(cd "$1" && pwd)
+shift
+W=2 aggs=1,2 rates=1gbit,10gbit sizes=1M:16M rounds=3 iters="" out=""
+args=("$@")
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --workers) W=$2; shift 2 ;;
+    --aggs) aggs=$2; shift 2 ;;
+    --rates) rates=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "bench-netns: unknown option $1" >&2; exit 2 ;;
+    esac
+done
+IFS=, read -r -a agg_list <<<"$aggs"
+IFS=, read -r -a rate_list <<<"$rates"
+smax=0
+for s in "${agg_list[@]}"; do [ "$s" -le "$smax" ] || smax=$s; done
+if [ -z "${MH_CLUSTER:-}" ]; then
+    exec "$nsc" --hosts $((smax + W)) -- "$0" "$BUILD" "${args[@]}"
+fi
+
+[ -n "$out" ] || out=$(mktemp -d /tmp/bench-netns.XXXXXX)
+mkdir -p "$out"
+export PATH=$BUILD/bin:$PATH
+for v in $(env | grep -o '^STRATA_[A-Z0-9_]*' || true); do unset "$v"; done
+echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds"
+echo "# load at start: $(uptime)"
+echo "# raw results in $out"
+
+iperf() { # RATE ROUND: iperf3 from the first worker's host to host 0
+    local from=$smax
+    "$nsc" exec 0 iperf3 -s -1 -p 5201 >/dev/null 2>&1 &
+    local srv=$!
+    sleep 0.5
+    "$nsc" exec "$from" iperf3 -c "$("$nsc" addr 0)" -p 5201 -t 3 -J >"$out/iperf-$1-$2.json" 2>/dev/null || true
+    wait $srv 2>/dev/null || true
+}
+
+for ((round = 1; round <= rounds; round++)); do
+    for rate in "${rate_list[@]}"; do
+        "$nsc" unshape
+        [ "$rate" = none ] || "$nsc" shape "$rate"
+        [ "$round" -gt 1 ] || iperf "$rate" "$round"
+        for s in "${agg_list[@]}"; do
+            map=""
+            for ((a = 0; a < s; a++)); do map+="$a,"; done
+            for ((w = 0; w < W; w++)); do map+="$((smax + w)),"; done
+            tag="$rate-S$s-r$round"
+            extra=()
+            [ -z "$iters" ] || extra=(--iters "$iters")
+            if ! "$here/../../tests/multihost/mhrun" --launch mpirun --spmd -n "$W" -a "$s" \
+                --map "${map%,}" --coord file --timeout 900 -- \
+                "$BUILD/bin/strata-bench-pushpull" --aggregators "$s" \
+                --min-bytes "${sizes%%:*}" --max-bytes "${sizes##*:}" \
+                --json "$out/$tag.json" "${extra[@]}" >"$out/$tag.log" 2>&1; then
+                echo "# $tag failed: see $out/$tag.log" >&2
+                tail -5 "$out/$tag.log" >&2
+            fi
+        done
+    done
+done
+"$nsc" unshape
+echo "# load at end: $(uptime)"
+/usr/bin/python3 "$here/bench-netns-table.py" "$out" "$W"
