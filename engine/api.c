@@ -48,11 +48,10 @@ strata_status_t strata_init_with(const char *const *settings,
      * grace of at most a second for the coordinator's word), with the
      * reason; this wait only backs it up. */
     if (st == STRATA_OK)
-        st = util_gate_wait(&ctx->joined, 1, ctx->timeout_ms + 2000);
+        st = util_gate_wait(&ctx->joined, 1, ctx->join_timeout_ms + 2000);
     if (st == STRATA_ERR_TIMEOUT && eng_fatal(ctx) == STRATA_OK)
-        util_error("strata_init: the job did not come together within "
-                   "STRATA_TIMEOUT_MS=%d",
-                   ctx->timeout_ms);
+        util_error("strata_init: the job did not come together within %s=%d",
+                   ctx->join_timeout_name, ctx->join_timeout_ms);
     if (st != STRATA_OK) {
         eng_ctx_free(ctx);
         return st;

@@ -159,7 +159,7 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
     ctx->coord_peer =
         (eng_peer_t){.ops = &eng_boot_peer_ops, .q = &ctx->msgs, .rank = 0};
     ctx->join_deadline_ns =
-        util_now_ns() + (uint64_t)ctx->timeout_ms * 1000000u;
+        util_now_ns() + (uint64_t)ctx->join_timeout_ms * 1000000u;
     /* The progress thread starts by connecting. */
     ctx->join_timer =
         (eng_timer_t){.at_ns = util_now_ns(), .fn = eng_boot_retry};
@@ -244,8 +244,8 @@ static void eng_boot_expired(strata_ctx_t *ctx)
             ctx->coord_addr[0] ? ctx->coord_addr : ctx->launch.coord_file;
         eng_fail(ctx, ctx->join_last_error,
                  "cannot join the job: the coordinator at %s did not "
-                 "accept us within STRATA_TIMEOUT_MS=%d (last error: %s)",
-                 where, ctx->timeout_ms,
+                 "accept us within %s=%d (last error: %s)",
+                 where, ctx->join_timeout_name, ctx->join_timeout_ms,
                  ctx->join_last_why[0] ? ctx->join_last_why
                                        : strata_strerror(ctx->join_last_error));
         return;
@@ -259,9 +259,8 @@ static void eng_boot_expired(strata_ctx_t *ctx)
     else if (ctx->role_ops->pending)
         ctx->role_ops->pending(ctx, pending, sizeof(pending));
     eng_fail_soon(ctx, STRATA_ERR_TIMEOUT,
-                  "the job did not come together within "
-                  "STRATA_TIMEOUT_MS=%d: %s",
-                  ctx->timeout_ms, pending);
+                  "the job did not come together within %s=%d: %s",
+                  ctx->join_timeout_name, ctx->join_timeout_ms, pending);
 }
 
 static void eng_boot_retry(strata_ctx_t *ctx)

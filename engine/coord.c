@@ -152,12 +152,25 @@ bool eng_coord_missing(strata_ctx_t *ctx)
         if (!c->by_rank[r] && shown++ < 16)
             len += (size_t)snprintf(list + len, sizeof(list) - len, "%s%d",
                                     shown > 1 ? ", " : "", r);
+    /* Ranks still arriving in the last quarter of the wait: the launcher
+     * is still starting them (hundreds of processes on busy hosts), which
+     * a longer join deadline fixes; otherwise they are not coming. */
+    uint64_t window = (uint64_t)ctx->join_timeout_ms * 1000000u;
+    uint64_t since = util_now_ns() - c->last_hello_ns;
+    char cause[256];
+    if (c->nhello > 0 && since < window / 4)
+        snprintf(cause, sizeof(cause),
+                 "the job is still starting: ranks kept joining until %.1f s "
+                 "before the deadline, so raise STRATA_JOIN_TIMEOUT_MS",
+                 (double)since / 1e9);
+    else
+        snprintf(cause, sizeof(cause),
+                 "not started, a different job secret, or the coordinator's "
+                 "address is wrong for them");
     eng_fail(ctx, STRATA_ERR_TIMEOUT,
-             "%d of %d ranks did not join within STRATA_TIMEOUT_MS=%d "
-             "(ranks %s%s): not started, a different job secret, or the "
-             "coordinator's address is wrong for them",
-             ctx->size - c->nhello, ctx->size, ctx->timeout_ms, list,
-             shown > 16 ? ", ..." : "");
+             "%d of %d ranks did not join within %s=%d (ranks %s%s): %s",
+             ctx->size - c->nhello, ctx->size, ctx->join_timeout_name,
+             ctx->join_timeout_ms, list, shown > 16 ? ", ..." : "", cause);
     return true;
 }
 
@@ -301,6 +314,7 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
         return;
     }
     c->by_rank[rank] = m;
+    c->last_hello_ns = util_now_ns();
     util_debug("%s joined (%d of %d)", eng_member_name(m), c->nhello + 1,
                ctx->size);
     if (++c->nhello < ctx->size)

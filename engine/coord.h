@@ -31,6 +31,7 @@ struct eng_coord {
     eng_member_t *members;
     eng_member_t **by_rank; /* [size], after HELLO */
     int nhello, nbye, nlayouts;
+    uint64_t last_hello_ns; /* when the latest rank joined */
     bool layout_sent;
     eng_state_server_t *ss; /* esync */
     struct eng_regroup *rg; /* gssp */

@@ -75,6 +75,12 @@ static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
     ctx->cfg = cfg;
     ctx->epfd = ctx->cmd_efd = -1;
     ctx->timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
+    ctx->join_timeout_ms = (int)eng_config_int(cfg, ENG_CFG_JOIN_TIMEOUT_MS);
+    ctx->join_timeout_name = "STRATA_JOIN_TIMEOUT_MS";
+    if (ctx->join_timeout_ms == 0) {
+        ctx->join_timeout_ms = ctx->timeout_ms;
+        ctx->join_timeout_name = "STRATA_TIMEOUT_MS";
+    }
     if (eng_config_tp_params(cfg, &ctx->tp_params) != STRATA_OK) {
         eng_ctx_free(ctx);
         return STRATA_ERR_INVALID;

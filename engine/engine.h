@@ -234,6 +234,8 @@ struct strata_ctx {
     uint64_t join_deadline_ns;
     strata_status_t join_last_error;
     char join_last_why[256]; /* the transport's reason, for the deadline */
+    int join_timeout_ms;     /* STRATA_JOIN_TIMEOUT_MS, or STRATA_TIMEOUT_MS */
+    const char *join_timeout_name; /* which, for messages */
     unsigned join_backoff_ms;
     eng_coord_t *coord; /* rank 0 */
     struct eng_roster *roster;
