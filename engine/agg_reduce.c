@@ -190,6 +190,7 @@ static bool eng_reduce_pass(strata_ctx_t *ctx, uint32_t i)
             continue;
         uint32_t g = on_arrival ? eng_tracker_group_of(ap->tracker, k) : k;
         eng_reduce_unit(ctx, ap, g, on_arrival ? (int64_t)k : -1, &u);
+        eng_agg_ckpt_note(ctx, i);
         strata_status_t st = ap->moves ? eng_agg_moves(ctx, ap) : STRATA_OK;
         if (st != STRATA_OK)
             eng_fail(ctx, st, "regrouping on partition %u failed: %s",

@@ -263,6 +263,8 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
     st = strata_reduce_pool_create(eng_pool_threads(ctx), &a->upd.pool);
     for (uint32_t i = 0; st == STRATA_OK && i < a->nparts; i++)
         st = eng_apart_init(ctx, &a->parts[i]);
+    if (st == STRATA_OK)
+        st = eng_agg_ckpt_setup(ctx);
     for (int w = 0; st == STRATA_OK && w < ctx->nworkers; w++)
         if (a->links[w])
             st = eng_send_slots(ctx, a->links[w]);
@@ -425,13 +427,14 @@ static void eng_agg_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
 /* ---- arrivals ---- */
 
 /* The first worker's parameters, the initial model: copied as they are
- * into the out buffer. */
+ * into the out buffer, unless a checkpoint gave the model. */
 static void eng_on_init(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i)
 {
     eng_agg_t *a = ctx->agg;
     eng_apart_t *ap = &a->parts[i];
-    memcpy((char *)a->out + ap->part->shard_off, eng_slot(a, l, ap, 0),
-           ap->part->bytes);
+    if (!a->restored)
+        memcpy((char *)a->out + ap->part->shard_off, eng_slot(a, l, ap, 0),
+               ap->part->bytes);
     ap->initialized = true;
     a->ninit++;
     eng_serve(ctx, i);
@@ -738,6 +741,7 @@ void eng_agg_free(strata_ctx_t *ctx)
     if (!a)
         return;
     eng_agg_close(ctx);
+    eng_agg_ckpt_free(a);
     while (a->accepted) {
         eng_wlink_t *l = a->accepted;
         a->accepted = l->next;

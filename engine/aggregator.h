@@ -35,6 +35,8 @@ typedef struct eng_apart {
     _Atomic int64_t *done; /* [ngroups]: clocks completed, for metrics
                               (the tracker forgets groups that left) */
     float *momentum;
+    uint64_t state_off; /* its momentum in a checkpoint's payload */
+    int64_t ckpt_at;    /* the checkpoint clock it was copied for, -1 */
 } eng_apart_t;
 
 typedef struct eng_dst {
@@ -96,6 +98,12 @@ struct eng_agg {
     uint32_t sends_pending;
     bool leaving, bye_sent;
     _Atomic uint64_t regroups, dropped_workers; /* metrics */
+    struct eng_ckpt *ckpt;         /* STRATA_CHECKPOINT_DIR; NULL: none */
+    int64_t ckpt_every, ckpt_next; /* clocks, of this job */
+    int64_t ckpt_base;             /* the clock resumed from, else 0 */
+    uint32_t ckpt_ncopied;         /* partitions copied for ckpt_next */
+    uint64_t ckpt_skipped;
+    bool restored; /* the model came from a checkpoint, not worker 0 */
 };
 
 /* The aggregator's part of a policy (policy.h): what it does beyond
@@ -143,6 +151,17 @@ strata_status_t eng_agg_lr_announce(strata_ctx_t *ctx, int64_t clock, double lr,
 /* The rate of an update of `clock`. */
 double eng_agg_lr_at(const eng_agg_t *a, int64_t clock);
 void eng_agg_lr_free(eng_agg_t *a);
+
+/* ---- agg_ckpt.c ---- */
+
+/* STRATA_CHECKPOINT_DIR, once the shard is laid out: the newest complete
+ * checkpoint becomes the shard's model and optimizer state (worker 0's
+ * initial model is then ignored). */
+strata_status_t eng_agg_ckpt_setup(strata_ctx_t *ctx);
+/* After an update of partition i: copied if it reached the next
+ * checkpoint's clock; the checkpoint written once every partition is. */
+void eng_agg_ckpt_note(strata_ctx_t *ctx, uint32_t i);
+void eng_agg_ckpt_free(eng_agg_t *a);
 
 /* ---- aggregator.c ---- */
 

@@ -4,7 +4,9 @@
  * push integer-valued gradients and check, after every step, that their
  * parameters hold exactly what the policy promises:
  *   --check bsp    the model after T steps: init - sum of every gradient
- *                  (STRATA_LR = number of workers, so the step is the sum)
+ *                  (STRATA_LR = number of workers, so the step is the sum);
+ *                  with --resume C the job started from a checkpoint of
+ *                  clock C, taken by a job that pushed the same gradients
  *   --check sum    (STRATA_OPTIMIZER=sum) the sum of the clock's gradients
  *   --check momentum  (STRATA_MOMENTUM=m, STRATA_LR=lr) the SGD recurrence
  *                  of strata_sgd_update, replayed in fp32 in its order
@@ -41,6 +43,7 @@ typedef struct opts {
     float lr, momentum; /* for --check momentum */
     bool alloc, mismatch, sleep;
     int die_at, stop_at;
+    int resume; /* clocks the model had when the job started */
 } opts_t;
 
 static float init_value(int t, size_t j)
@@ -96,6 +99,20 @@ static int check_settings(strata_ctx_t *ctx)
     return 0;
 }
 
+/* Under bsp, element j of tensor t after the job's step c (-1: the
+ * initial model). */
+static float bsp_value(const opts_t *o, int nw, int t, size_t j, int c)
+{
+    float want = init_value(t, j);
+    for (int k = 0; k < o->resume; k++)
+        for (int v = 0; v < nw; v++)
+            want -= grad_value(o, nw, v, t, j, k);
+    for (int k = 0; k <= c; k++)
+        for (int v = 0; v < nw; v++)
+            want -= grad_value(o, nw, v, t, j, k);
+    return want;
+}
+
 static int check_model(const opts_t *o, int nw, int w, int c, int t,
                        const float *param, size_t n)
 {
@@ -107,9 +124,7 @@ static int check_model(const opts_t *o, int nw, int w, int c, int t,
             for (int v = 0; v < nw; v++)
                 want += grad_value(o, nw, v, t, j, c);
         } else if (strcmp(o->check, "bsp") == 0) {
-            for (int k = 0; k <= c; k++)
-                for (int v = 0; v < nw; v++)
-                    want -= grad_value(o, nw, v, t, j, k);
+            want = bsp_value(o, nw, t, j, c);
         } else if (strcmp(o->check, "momentum") == 0) {
             float mom = 0, scale = (float)(1.0 / nw);
             for (int k = 0; k <= c; k++) {
@@ -189,11 +204,11 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
         return fail_status("commit", st);
     for (int t = 0; t < NT && !sum; t++)
         for (size_t j = 0; j < sizes[t]; j++)
-            if (param[t][j] != init_value(t, j)) {
+            if (param[t][j] != bsp_value(o, nw, t, j, -1)) {
                 fprintf(stderr,
                         "exact: worker %d: initial model [%d][%zu] "
                         "= %g, expected %g\n",
-                        w, t, j, param[t][j], init_value(t, j));
+                        w, t, j, param[t][j], bsp_value(o, nw, t, j, -1));
                 return 1;
             }
     for (int c = 0; c < o->steps; c++) {
@@ -236,6 +251,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"stop-at", required_argument, NULL, 'p'},
         {"lr", required_argument, NULL, 'l'},
         {"momentum", required_argument, NULL, 'o'},
+        {"resume", required_argument, NULL, 'r'},
         {NULL, 0, NULL, 0},
     };
     *o = (opts_t){.steps = 5,
@@ -275,6 +291,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'o':
             o->momentum = strtof(optarg, NULL);
+            break;
+        case 'r':
+            o->resume = atoi(optarg);
             break;
         default:
             return -1;
