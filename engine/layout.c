@@ -53,6 +53,12 @@ static uint64_t eng_fnv1a_u64(uint64_t h, uint64_t v)
     return eng_fnv1a(h, le, sizeof(le));
 }
 
+uint64_t eng_tensor_name_key(const char *name)
+{
+    uint64_t h = eng_fnv1a(0xcbf29ce484222325ull, name, strlen(name));
+    return h ? h : 1;
+}
+
 uint64_t eng_layout_hash(const eng_tensor_desc_t *tensors, uint32_t ntensors,
                          uint64_t partition_bytes)
 {

@@ -69,6 +69,10 @@ typedef struct eng_layout {
  * fits in 63 bits. Logs what is wrong. */
 strata_status_t eng_tensor_desc_check(const eng_tensor_desc_t *desc);
 
+/* A name's key in a util_keymap (a hash, never 0): registering checks
+ * for a name twice in constant time. */
+uint64_t eng_tensor_name_key(const char *name);
+
 /* The hash every rank computes over the tensor descriptions (and the
  * partition size, which shapes the layout). */
 uint64_t eng_layout_hash(const eng_tensor_desc_t *tensors, uint32_t ntensors,

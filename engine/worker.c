@@ -67,6 +67,7 @@ strata_status_t eng_worker_create(strata_ctx_t *ctx)
     util_gate_init(&w->pull_gate, -1);
     w->pull_min = -1;
     eng_steptime_init(&w->steptime);
+    util_keymap_init(&w->names);
     ctx->worker = w;
     ctx->role_ops = &eng_worker_role;
     return STRATA_OK;
@@ -740,6 +741,7 @@ void eng_worker_free(strata_ctx_t *ctx)
     eng_blocks_free(w);
     util_free(w->links);
     util_free(w->tensors);
+    util_keymap_fini(&w->names);
     util_free(w->api.pushed_at);
     util_free(w);
     ctx->worker = NULL;

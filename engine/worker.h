@@ -32,6 +32,7 @@
 #include "engine/engine.h"
 #include "engine/steptime.h"
 #include "engine/topk_push.h"
+#include "util/keymap.h"
 
 _Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
 
@@ -102,6 +103,7 @@ typedef struct eng_worker_api {
 struct eng_worker {
     eng_wtensor_t *tensors;
     uint32_t ntensors, tcap;
+    util_keymap_t names; /* eng_tensor_name_key -> tensor index + 1 */
     eng_layout_t *layout;
     eng_link_t *links;
     int nconnected, nslots;

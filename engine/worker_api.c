@@ -10,6 +10,22 @@
 #include "util/alloc.h"
 #include "util/log.h"
 
+/* Whether a tensor of that name is registered: one lookup, and a scan only
+ * when two names share a key. */
+static bool eng_worker_registered(const eng_worker_t *w, const char *name)
+{
+    uintptr_t id1 =
+        (uintptr_t)util_keymap_get(&w->names, eng_tensor_name_key(name));
+    if (!id1)
+        return false;
+    if (strcmp(w->tensors[id1 - 1].desc.name, name) == 0)
+        return true;
+    for (uint32_t i = 0; i < w->ntensors; i++)
+        if (strcmp(w->tensors[i].desc.name, name) == 0)
+            return true;
+    return false;
+}
+
 strata_status_t eng_worker_register(strata_ctx_t *ctx,
                                     const eng_tensor_desc_t *desc, void *param,
                                     void *grad, int *id_out)
@@ -17,11 +33,10 @@ strata_status_t eng_worker_register(strata_ctx_t *ctx,
     eng_worker_t *w = ctx->worker;
     if (eng_tensor_desc_check(desc) != STRATA_OK)
         return STRATA_ERR_INVALID;
-    for (uint32_t i = 0; i < w->ntensors; i++)
-        if (strcmp(w->tensors[i].desc.name, desc->name) == 0) {
-            util_error("tensor '%s' is registered twice", desc->name);
-            return STRATA_ERR_INVALID;
-        }
+    if (eng_worker_registered(w, desc->name)) {
+        util_error("tensor '%s' is registered twice", desc->name);
+        return STRATA_ERR_INVALID;
+    }
     if (w->ntensors == w->tcap) {
         uint32_t cap = w->tcap ? 2 * w->tcap : 16;
         eng_wtensor_t *t = util_realloc(w->tensors, sizeof(*t) * cap);
@@ -34,6 +49,13 @@ strata_status_t eng_worker_register(strata_ctx_t *ctx,
     }
     w->tensors[w->ntensors] = (eng_wtensor_t){
         .desc = *desc, .param = param, .grad = grad, .pushed_at = -1};
+    uint64_t key = eng_tensor_name_key(desc->name);
+    if (!util_keymap_get(&w->names, key) &&
+        util_keymap_put(&w->names, key, (void *)(uintptr_t)(w->ntensors + 1)) !=
+            STRATA_OK) {
+        util_error("out of memory registering tensor '%s'", desc->name);
+        return STRATA_ERR_NOMEM;
+    }
     if (id_out)
         *id_out = (int)w->ntensors;
     w->ntensors++;

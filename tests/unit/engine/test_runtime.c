@@ -315,6 +315,27 @@ static void duplicate_arrival_refused(void **state)
     job_end();
 }
 
+/* A name registered twice is refused by name, among many (the check is a
+ * lookup: it was a scan, quadratic in the tensors). */
+static void tensor_registered_twice(void **state)
+{
+    (void)state;
+    job_start(2, 1, NULL);
+    static float p[4], g[4];
+    eng_tensor_desc_t d = {.dtype = STRATA_FP32, .count = 4};
+    for (int i = 0; i < 5000; i++) {
+        snprintf(d.name, sizeof(d.name), "layer%d.bias", i);
+        assert_int_equal(eng_worker_register(job.ctx[1], &d, p, g, NULL),
+                         STRATA_OK);
+    }
+    snprintf(d.name, sizeof(d.name), "layer%d.bias", 1234);
+    assert_int_equal(eng_worker_register(job.ctx[1], &d, p, g, NULL),
+                     STRATA_ERR_INVALID);
+    test_log_expect("tensor 'layer1234.bias' is registered twice");
+    assert_int_equal(eng_worker_ntensors(job.ctx[1]), 5000);
+    job_end();
+}
+
 /* A worker dies after the other pushed: the round cannot complete, and
  * every rank left names the dead worker. */
 static void worker_lost_mid_round(void **state)
@@ -383,6 +404,8 @@ int main(void)
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(duplicate_arrival_refused,
                                         test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(tensor_registered_twice, test_log_setup,
+                                        test_log_teardown),
         cmocka_unit_test_setup_teardown(worker_lost_mid_round, test_log_setup,
                                         test_log_teardown),
         cmocka_unit_test_setup_teardown(aggregator_lost_mid_round,
