@@ -123,6 +123,9 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
         eng_policy_scale(ctx->policy, u->size, u->n, u->steps, staleness);
     a->upd.lr = eng_agg_lr_at(a, u->clock); /* strata_set_lr's schedule */
     uint64_t t0 = util_now_ns();
+    atomic_fetch_add_explicit(&ctx->cnt.reduce_wait_ns,
+                              t0 > ap->arrived_ns ? t0 - ap->arrived_ns : 0,
+                              memory_order_relaxed);
     if (st == STRATA_OK)
         st = a->upd.ops->apply(&a->upd, ap->part->dtype, out, ap->momentum,
                                a->srcs, u->n, ap->part->count, scale);
@@ -195,7 +198,10 @@ static bool eng_reduce_pass(strata_ctx_t *ctx, uint32_t i)
         if (st != STRATA_OK)
             eng_fail(ctx, st, "regrouping on partition %u failed: %s",
                      ap->index, strata_strerror(st));
+        uint64_t t0 = util_now_ns();
         eng_serve(ctx, i);
+        atomic_fetch_add_explicit(&ctx->cnt.serve_ns, util_now_ns() - t0,
+                                  memory_order_relaxed);
         progress = true;
     }
     return progress;

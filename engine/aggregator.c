@@ -448,6 +448,7 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
     eng_apart_t *ap = &ctx->agg->parts[i];
     int64_t c = ap->arrived[l->widx] + 1;
     bool sparse = eng_imm_kind(imm) == ENG_IMM_SPARSE;
+    ap->arrived_ns = util_now_ns();
     if (!eng_imm_clock_is(imm, c) || !ap->initialized) {
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "gradients for partition %u from %s carry clock bits %u, "

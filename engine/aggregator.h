@@ -34,6 +34,7 @@ typedef struct eng_apart {
     uint32_t moves;        /* workers whose tracker move is still due */
     _Atomic int64_t *done; /* [ngroups]: clocks completed, for metrics
                               (the tracker forgets groups that left) */
+    uint64_t arrived_ns;   /* when a push last landed */
     float *momentum;
     uint64_t state_off; /* its momentum in a checkpoint's payload */
     int64_t ckpt_at;    /* the checkpoint clock it was copied for, -1 */

@@ -186,6 +186,10 @@ typedef struct eng_counters {
     _Atomic uint64_t pushes, pulls;
     _Atomic uint64_t staging_copies, staging_bytes;
     _Atomic uint64_t reductions, reduce_ns, updates;
+    /* the stages of strata_metrics_t, same names */
+    _Atomic uint64_t rounds, push_handoff_ns, push_post_ns, round_trip_ns;
+    _Atomic uint64_t pull_wakeup_ns, reduce_wait_ns, serve_ns;
+    _Atomic uint64_t pull_raised_ns; /* when the pull gate last rose */
 } eng_counters_t;
 
 struct strata_ctx {

@@ -24,6 +24,13 @@ void eng_metrics_read(strata_ctx_t *ctx, strata_metrics_t *m)
         .reduce_ns = eng_ld(&c->reduce_ns),
         .updates = eng_ld(&c->updates),
         .clock = atomic_load_explicit(&ctx->clock, memory_order_relaxed),
+        .rounds = eng_ld(&c->rounds),
+        .push_handoff_ns = eng_ld(&c->push_handoff_ns),
+        .push_post_ns = eng_ld(&c->push_post_ns),
+        .round_trip_ns = eng_ld(&c->round_trip_ns),
+        .pull_wakeup_ns = eng_ld(&c->pull_wakeup_ns),
+        .reduce_wait_ns = eng_ld(&c->reduce_wait_ns),
+        .serve_ns = eng_ld(&c->serve_ns),
     };
     const eng_role_ops_t *role = ctx->role_ops;
     if (role->group_clock) { /* an aggregator: the least of its groups' */

@@ -147,6 +147,23 @@ static const char *eng_req_what(const strata_request_t *req, char *buf,
     return buf;
 }
 
+/* A pull's wait, timing the wake-up once the gate rose for it. */
+static strata_status_t eng_req_wait_pull(strata_request_t *req, int timeout_ms)
+{
+    strata_ctx_t *ctx = req->ctx;
+    bool ready = util_gate_load(req->gate) >= req->clock;
+    strata_status_t st = util_gate_wait(req->gate, req->clock, timeout_ms);
+    if (st == STRATA_OK && !ready) {
+        uint64_t raised = atomic_load_explicit(&ctx->cnt.pull_raised_ns,
+                                               memory_order_acquire);
+        uint64_t now = util_now_ns();
+        atomic_fetch_add_explicit(&ctx->cnt.pull_wakeup_ns,
+                                  now > raised ? now - raised : 0,
+                                  memory_order_relaxed);
+    }
+    return st;
+}
+
 strata_status_t eng_req_wait(strata_request_t *req, int timeout_ms)
 {
     strata_ctx_t *ctx = req->ctx;
@@ -154,7 +171,7 @@ strata_status_t eng_req_wait(strata_request_t *req, int timeout_ms)
         timeout_ms = ctx->timeout_ms;
     strata_status_t st;
     if (req->kind == ENG_REQ_PULL)
-        st = util_gate_wait(req->gate, req->clock, timeout_ms);
+        st = eng_req_wait_pull(req, timeout_ms);
     else if ((st = util_waitq_wait(&ctx->reqq, eng_req_cond, req,
                                    timeout_ms)) == STRATA_OK)
         st = req->status;

@@ -397,6 +397,7 @@ static void eng_push_topk(strata_ctx_t *ctx, uint32_t p, int64_t c)
  * queued for its aggregator. */
 static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
 {
+    uint64_t t0 = util_now_ns();
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
     uint32_t n = req->ntensors ? req->ntensors : w->ntensors;
@@ -431,7 +432,8 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
         }
     }
     w->npushed += n;
-    if (w->npushed == w->ntensors) {
+    bool whole = w->npushed == w->ntensors;
+    if (whole) {
         if (eng_worker_policy(ctx)->pushed)
             eng_worker_policy(ctx)->pushed(ctx, c, req->pushed_ns);
         w->clock++;
@@ -441,6 +443,13 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
     }
     for (int a = 0; a < ctx->naggs; a++)
         eng_link_post(ctx, &w->links[a]);
+    uint64_t t1 = util_now_ns();
+    if (whole)
+        w->posted_ns[c & 1] = t1;
+    atomic_fetch_add_explicit(&ctx->cnt.push_handoff_ns, t0 - req->pushed_ns,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&ctx->cnt.push_post_ns, t1 - t0,
+                              memory_order_relaxed);
     return STRATA_OK;
 }
 
@@ -526,6 +535,14 @@ static void eng_pulled(strata_ctx_t *ctx, uint32_t p)
     if (eng_worker_policy(ctx)->landed)
         eng_worker_policy(ctx)->landed(ctx, min);
     atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);
+    uint64_t now = util_now_ns();
+    if (min >= 1 && w->posted_ns[(min - 1) & 1]) { /* pushing c asked c + 1 */
+        atomic_fetch_add_explicit(&ctx->cnt.rounds, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&ctx->cnt.round_trip_ns,
+                                  now - w->posted_ns[(min - 1) & 1],
+                                  memory_order_relaxed);
+    }
+    atomic_store_explicit(&ctx->cnt.pull_raised_ns, now, memory_order_release);
     util_gate_raise(&w->pull_gate, min);
     eng_worker_unpark(ctx);
     eng_commit_check(ctx);

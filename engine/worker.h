@@ -117,6 +117,7 @@ struct eng_worker {
     int64_t pull_min;
     uint32_t at_min; /* partitions whose pulled == pull_min */
     util_gate_t pull_gate;
+    uint64_t posted_ns[2]; /* per clock parity: its last push posted */
 
     strata_request_t *commit_req, *finish_req;
     bool layout_ok;

@@ -198,7 +198,7 @@ strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
     if (!req)
         return STRATA_ERR_NOMEM;
     strata_status_t st = eng_push_args(ctx, req, tensors, ntensors);
-    req->pushed_ns = util_now_ns(); /* gssp's step times */
+    req->pushed_ns = util_now_ns(); /* gssp's step times, the hand-off */
     eng_cmd_t cmd = {.type = ENG_CMD_PUSH, .req = req};
     if (st == STRATA_OK)
         st = eng_cmd_submit(ctx, &cmd);

@@ -311,6 +311,19 @@ typedef struct strata_metrics {
     int64_t clock;
     /* aggregator: staleness of the updates it applied */
     uint64_t staleness[STRATA_STALENESS_BUCKETS];
+    /* Where a round's time goes (strata-bench-pushpull --breakdown), sums.
+     * Worker: rounds timed (clocks whose model completed); a push from the
+     * application's call to the progress thread taking it (a wake-up), and
+     * the progress thread posting its writes; from a clock's last write
+     * posted to its whole model landed (aggregators and transport); and
+     * from that model landed to the application awake in the pull's wait
+     * (a wake-up; only waits that slept or spun). */
+    uint64_t rounds, push_handoff_ns, push_post_ns, round_trip_ns,
+        pull_wakeup_ns;
+    /* aggregator: from a partition's last arrival to the start of its
+     * reduction (waiting on model writes still in flight), and serving it
+     * (the model writes posted) */
+    uint64_t reduce_wait_ns, serve_ns;
 } strata_metrics_t;
 
 #define STRATA_METRICS_INIT                                                    \

@@ -24,6 +24,9 @@ void perf_pp_mpi_split(bool worker);
 /* Among workers. */
 void perf_pp_mpi_barrier(void);
 double perf_pp_mpi_max(double v);
+/* Element-wise sums of v[0..n-1] over every rank, into v (collective over
+ * the world). */
+void perf_pp_mpi_sum_world(double *v, int n);
 /* Microseconds per MPI_Allreduce (sum of count floats), slowest worker. */
 double perf_pp_mpi_allreduce_us(float *send, float *recv, size_t count,
                                 int warmup, int iters);

@@ -2,7 +2,7 @@
  * strata-bench-pushpull [--aggregators S] [--min-bytes A] [--max-bytes B]
  *                       [--iters N] [--blocks K] [--warmup W]
  *                       [--partition-bytes P] [--optimizer sum|sgd]
- *                       [--json FILE]
+ *                       [--breakdown] [--json FILE]
  * One BSP round (every worker pushes B bytes of fp32 gradients, the
  * aggregators reduce them, every worker pulls B bytes back) timed for sizes
  * doubling from A to B, as nccl-tests prints collectives; under mpirun, in
@@ -21,6 +21,10 @@
  *
  * Each size is a job of its own (strata_init, one tensor, strata_finalize),
  * so every rank, aggregators too, runs this program.
+ *
+ * --breakdown prints where a round's time goes, from the engine's stage
+ * counters (strata_metrics_t): the workers' over their timed blocks, the
+ * aggregators' over their whole job (gathered with MPI: under mpirun only).
  */
 #include <errno.h>
 #include <math.h>
@@ -40,6 +44,20 @@
 
 #define PP_MAX_BLOCKS 64
 
+/* The stages of --breakdown, summed over the ranks. */
+typedef enum stage {
+    ST_ROUNDS,   /* workers: rounds timed */
+    ST_HANDOFF,  /* workers: push, application -> progress thread */
+    ST_POST,     /* workers: posting the push's writes */
+    ST_TRIP,     /* workers: last write posted -> whole model landed */
+    ST_WAKEUP,   /* workers: model landed -> application awake */
+    ST_AGG_RNDS, /* aggregators: rounds of their jobs, summed */
+    ST_WAIT,     /* aggregators: last arrival -> reduction starts */
+    ST_REDUCE,   /* aggregators: reduce and update */
+    ST_SERVE,    /* aggregators: posting the model writes */
+    ST__COUNT
+} stage_t;
+
 typedef struct opts {
     int aggs;
     size_t min_bytes, max_bytes;
@@ -47,6 +65,7 @@ typedef struct opts {
     int iters, blocks, warmup; /* iters 0: from the size */
     const char *optimizer;
     const char *json;
+    bool breakdown;
 } opts_t;
 
 typedef struct row {
@@ -55,6 +74,8 @@ typedef struct row {
     char transport[32];
     double strata_us, mpi_us;         /* medians; mpi_us < 0: no baseline */
     double strata_min_us, mpi_min_us; /* the fastest blocks */
+    double strata_mean_us;            /* the mean of the blocks */
+    double stage[ST__COUNT];          /* --breakdown: this rank's, then all */
 } row_t;
 
 typedef struct bench {
@@ -79,14 +100,16 @@ static void usage(FILE *f)
                "[--max-bytes B]\n"
                "         [--iters N] [--blocks K] [--warmup W] "
                "[--partition-bytes P]\n"
-               "         [--optimizer sum|sgd] [--json FILE]\n"
+               "         [--optimizer sum|sgd] [--breakdown] [--json FILE]\n"
                "Times one BSP push-reduce-pull round among the workers and "
                "aggregators for\nsizes doubling from A to B (default 4K:64M), "
                "and MPI_Allreduce of the same\nbytes among the same workers "
                "when launched by mpirun. N rounds (default:\nfrom the size) "
                "in K blocks (default 5), alternating with MPI; the median\n"
                "block is reported. P: the partition size (default: the size "
-               "shared among\nthe aggregators, at most 4M).\n"
+               "shared among\nthe aggregators, at most 4M). --breakdown: "
+               "where a round's time goes,\nper stage (the aggregators' "
+               "stages under mpirun only).\n"
                "  mpirun -np W+S strata-bench-pushpull --aggregators S\n"
                "  strata-run --spmd -n W -a S -- strata-bench-pushpull "
                "--aggregators S\n");
@@ -113,6 +136,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"partition-bytes", required_argument, NULL, 'p'},
         {"optimizer", required_argument, NULL, 'o'},
         {"json", required_argument, NULL, 'j'},
+        {"breakdown", no_argument, NULL, 'B'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -155,6 +179,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'j':
             o->json = optarg;
+            break;
+        case 'B':
+            o->breakdown = true;
             break;
         case 'h':
             usage(stdout);
@@ -326,9 +353,12 @@ static int time_blocks(const bench_t *b, strata_ctx_t *ctx, size_t bytes,
     int per = total / blocks;
     double st[PP_MAX_BLOCKS], mp[PP_MAX_BLOCKS];
     mpi_bufs_t m = {0};
+    strata_metrics_t m0 = STRATA_METRICS_INIT, m1 = STRATA_METRICS_INIT;
     int rc = b->mpi ? mpi_bufs_init(&m, bytes) : 0;
     for (int i = 0; i < b->o.warmup && rc == 0; i++)
         rc = strata_step(ctx) == STRATA_OK ? 0 : -1;
+    if (rc == 0 && strata_metrics(ctx, &m0) != STRATA_OK)
+        rc = -1;
     for (int k = 0; k < blocks && rc == 0; k++) {
         st[k] = strata_block(ctx, per, b->mpi);
         rc = st[k] < HUGE_VAL ? 0 : -1;
@@ -336,7 +366,17 @@ static int time_blocks(const bench_t *b, strata_ctx_t *ctx, size_t bytes,
             mp[k] = perf_pp_mpi_allreduce_us(m.send, m.recv, m.count,
                                              k ? 0 : b->o.warmup, per);
     }
+    if (rc == 0 && strata_metrics(ctx, &m1) == STRATA_OK) {
+        row->stage[ST_ROUNDS] = (double)(m1.rounds - m0.rounds);
+        row->stage[ST_HANDOFF] =
+            (double)(m1.push_handoff_ns - m0.push_handoff_ns);
+        row->stage[ST_POST] = (double)(m1.push_post_ns - m0.push_post_ns);
+        row->stage[ST_TRIP] = (double)(m1.round_trip_ns - m0.round_trip_ns);
+        row->stage[ST_WAKEUP] = (double)(m1.pull_wakeup_ns - m0.pull_wakeup_ns);
+    }
     if (rc == 0) {
+        for (int k = 0; k < blocks; k++)
+            row->strata_mean_us += st[k] / blocks;
         row->strata_us = median(st, blocks);
         row->strata_min_us = st[0];
         row->mpi_us = row->mpi_min_us = -1;
@@ -378,6 +418,21 @@ out:
     return rc;
 }
 
+/* An aggregator's stages over its whole job: warm-up and timed rounds. */
+static void agg_stages(const bench_t *b, strata_ctx_t *ctx, size_t bytes,
+                       row_t *row)
+{
+    strata_metrics_t m = STRATA_METRICS_INIT;
+    if (strata_metrics(ctx, &m) != STRATA_OK)
+        return;
+    int total = iterations(b, bytes);
+    int blocks = b->o.blocks < total ? b->o.blocks : total;
+    row->stage[ST_AGG_RNDS] = b->o.warmup + blocks * (total / blocks);
+    row->stage[ST_WAIT] = (double)m.reduce_wait_ns;
+    row->stage[ST_REDUCE] = (double)m.reduce_ns;
+    row->stage[ST_SERVE] = (double)m.serve_ns;
+}
+
 /* One size on every rank; the first worker keeps the row. */
 static int run_size(bench_t *b, int k, size_t bytes, bool *first_worker)
 {
@@ -397,7 +452,14 @@ static int run_size(bench_t *b, int k, size_t bytes, bool *first_worker)
     int rc = worker                           ? run_worker(b, ctx, bytes, &row)
              : strata_serve(ctx) == STRATA_OK ? 0
                                               : -1;
-    if (strata_finalize(ctx) != STRATA_OK || rc != 0)
+    if (!worker && rc == 0)
+        agg_stages(b, ctx, bytes, &row);
+    /* Aggregators serve until every worker finalized: gather after. */
+    if (strata_finalize(ctx) != STRATA_OK)
+        rc = -1;
+    if (b->o.breakdown && b->mpi) /* every rank, even after an error */
+        perf_pp_mpi_sum_world(row.stage, ST__COUNT);
+    if (rc != 0)
         return -1;
     if (*first_worker)
         b->rows[b->nrows++] = row;
@@ -414,6 +476,58 @@ static void print_row(const row_t *r)
                r->strata_us / r->mpi_us);
     else
         printf(" %11s %9s %7s\n", "-", "-", "-");
+}
+
+/* Microseconds per round of stage s: the workers' mean, or the
+ * aggregators' (-1: not known). */
+static double stage_us(const row_t *r, stage_t s)
+{
+    double n = s >= ST_AGG_RNDS ? r->stage[ST_AGG_RNDS] : r->stage[ST_ROUNDS];
+    return n > 0 ? r->stage[s] / n / 1e3 : -1;
+}
+
+static void print_breakdown(const row_t *r)
+{
+    double trip = stage_us(r, ST_TRIP);
+    printf("#   breakdown, us per round (means): round %.1f = push handoff "
+           "%.1f + post %.1f + to the model landed %.1f + wake-up %.1f + "
+           "rest %.1f\n",
+           r->strata_mean_us, stage_us(r, ST_HANDOFF), stage_us(r, ST_POST),
+           trip, stage_us(r, ST_WAKEUP),
+           r->strata_mean_us - stage_us(r, ST_HANDOFF) - stage_us(r, ST_POST) -
+               trip - stage_us(r, ST_WAKEUP));
+    if (stage_us(r, ST_REDUCE) < 0) {
+        printf("#     (the first worker's; the aggregators' and the other "
+               "workers' are gathered under mpirun)\n");
+        return;
+    }
+    double agg = (stage_us(r, ST_WAIT) + stage_us(r, ST_REDUCE) +
+                  stage_us(r, ST_SERVE)) /
+                 r->aggs;
+    printf("#     to the model landed = aggregators' wait %.1f + reduce "
+           "%.1f + serve %.1f + transport and wake-ups %.1f\n",
+           stage_us(r, ST_WAIT) / r->aggs, stage_us(r, ST_REDUCE) / r->aggs,
+           stage_us(r, ST_SERVE) / r->aggs, trip - agg);
+}
+
+static void json_breakdown(FILE *f, const row_t *r)
+{
+    static const char *const name[ST__COUNT] = {
+        [ST_HANDOFF] = "push_handoff_us", [ST_POST] = "push_post_us",
+        [ST_TRIP] = "round_trip_us",      [ST_WAKEUP] = "pull_wakeup_us",
+        [ST_WAIT] = "agg_reduce_wait_us", [ST_REDUCE] = "agg_reduce_us",
+        [ST_SERVE] = "agg_serve_us"};
+    fprintf(f, ", \"breakdown\": {\"round_us\": %.2f", r->strata_mean_us);
+    const char *sep = ", ";
+    for (int s = 0; s < ST__COUNT; s++) {
+        if (!name[s] || stage_us(r, (stage_t)s) < 0)
+            continue;
+        double div = s >= ST_AGG_RNDS ? r->aggs : 1;
+        fprintf(f, "%s\"%s\": %.2f", sep, name[s],
+                stage_us(r, (stage_t)s) / div);
+        sep = ", ";
+    }
+    fprintf(f, "}");
 }
 
 static int write_json(const bench_t *b)
@@ -435,13 +549,15 @@ static int write_json(const bench_t *b)
                 r->partition, r->strata_us, r->strata_min_us);
         if (r->mpi_us >= 0)
             fprintf(
-                f,
-                "\"mpi_allreduce_us\": %.2f, \"mpi_allreduce_min_us\": %.2f}",
+                f, "\"mpi_allreduce_us\": %.2f, \"mpi_allreduce_min_us\": %.2f",
                 r->mpi_us, r->mpi_min_us);
         else
             fprintf(
                 f,
-                "\"mpi_allreduce_us\": null, \"mpi_allreduce_min_us\": null}");
+                "\"mpi_allreduce_us\": null, \"mpi_allreduce_min_us\": null");
+        if (b->o.breakdown)
+            json_breakdown(f, r);
+        fprintf(f, "}");
     }
     fprintf(f, "\n]}\n");
     return fclose(f) == 0 ? 0 : -1;
@@ -473,6 +589,8 @@ int main(int argc, char **argv)
                    "partition", "strata_us", "GB/s", "mpi_us", "GB/s", "ratio");
         if (rc == 0 && first) {
             print_row(&b.rows[b.nrows - 1]);
+            if (b.o.breakdown)
+                print_breakdown(&b.rows[b.nrows - 1]);
             fflush(stdout);
         }
     }

@@ -76,6 +76,11 @@ double perf_pp_mpi_max(double v)
     return m;
 }
 
+void perf_pp_mpi_sum_world(double *v, int n)
+{
+    MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+}
+
 double perf_pp_mpi_allreduce_us(float *send, float *recv, size_t count,
                                 int warmup, int iters)
 {

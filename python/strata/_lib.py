@@ -27,6 +27,13 @@ class Metrics(ctypes.Structure):
         ("updates", ctypes.c_uint64),
         ("clock", ctypes.c_int64),
         ("staleness", ctypes.c_uint64 * 32),
+        ("rounds", ctypes.c_uint64),
+        ("push_handoff_ns", ctypes.c_uint64),
+        ("push_post_ns", ctypes.c_uint64),
+        ("round_trip_ns", ctypes.c_uint64),
+        ("pull_wakeup_ns", ctypes.c_uint64),
+        ("reduce_wait_ns", ctypes.c_uint64),
+        ("serve_ns", ctypes.c_uint64),
     ]
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # strata-bench-pushpull runs under strata-run and under mpirun, checks its
 # sums, shares the model among the aggregators, and writes the JSON the issue
-# specifies. (It measures nothing here.)
+# specifies, with --breakdown its stages. (It measures nothing here.)
 RUN=$1 BENCH=$2 MPIRUN=${3:-}
 EXACT=unused
 source "$(dirname "$0")/common.sh"
@@ -10,7 +10,8 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 args=(--aggregators 2 --min-bytes 4K --max-bytes 16K --iters 3 --warmup 1)
 
-"$RUN" --spmd -n 2 -a 2 -- "$BENCH" "${args[@]}" --json "$dir/run.json" \
+"$RUN" --spmd -n 2 -a 2 -- "$BENCH" "${args[@]}" --breakdown \
+  --json "$dir/run.json" \
   >"$dir/run.out" 2>&1 || fail "under strata-run: $(cat "$dir/run.out")"
 python3 - "$dir/run.json" 0 <<'PY' || fail "bad JSON from the strata-run job"
 import json, sys
@@ -23,13 +24,21 @@ for r in rows:
     assert r["partition_bytes"] == max(4096, r["bytes"] // 2), r
     assert (r["mpi_allreduce_us"] is None) == (sys.argv[2] == "0"), r
     assert 0 < r["strata_min_us"] <= r["strata_us"], r
+    # --breakdown: the workers' stages; the aggregators' under mpirun only
+    b = r["breakdown"]
+    assert b["round_us"] > 0 and b["round_trip_us"] > 0, r
+    assert b["push_post_us"] > 0 and b["pull_wakeup_us"] >= 0, r
+    assert ("agg_reduce_us" in b) == (sys.argv[2] == "1"), r
 PY
+grep -q '^#   breakdown, us per round (means): round [0-9.]* = push handoff' \
+  "$dir/run.out" || fail "no breakdown: $(cat "$dir/run.out")"
 
 if [ -n "$MPIRUN" ]; then
   root=()
   [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
   "$MPIRUN" "${root[@]}" --oversubscribe -np 4 --mca btl self,vader \
-    "$BENCH" "${args[@]}" --json "$dir/mpi.json" >"$dir/mpi.out" 2>&1 ||
+    "$BENCH" "${args[@]}" --breakdown --json "$dir/mpi.json" \
+    >"$dir/mpi.out" 2>&1 ||
     fail "under mpirun: $(cat "$dir/mpi.out")"
   python3 - "$dir/mpi.json" 1 <<'PY' || fail "bad JSON from the mpirun job"
 import json, sys
@@ -38,6 +47,11 @@ assert len(rows) == 3, rows
 for r in rows:
     assert r["strata_us"] > 0 and r["mpi_allreduce_us"] > 0, r
     assert 0 < r["mpi_allreduce_min_us"] <= r["mpi_allreduce_us"], r
+    b = r["breakdown"]  # the aggregators' stages, gathered over MPI
+    assert b["agg_reduce_us"] > 0 and b["agg_serve_us"] > 0, r
+    assert b["agg_reduce_wait_us"] >= 0 and b["round_trip_us"] > 0, r
 PY
+  grep -q '^#     to the model landed = aggregators. wait' "$dir/mpi.out" ||
+    fail "no aggregators' breakdown: $(cat "$dir/mpi.out")"
 fi
 echo "strata-bench-pushpull runs and reports"

@@ -247,6 +247,18 @@ static void partition_completes(void **state)
     expect_model(2, 1.0f, 0.0f);
     assert_int_equal(wait_done(&push1), STRATA_OK);
     assert_int_equal(wait_done(&push2), STRATA_OK);
+    /* the stages of the round (strata-bench-pushpull --breakdown): one
+     * round each, timed on the workers; serving timed on the aggregator */
+    strata_metrics_t m[3];
+    for (int r = 0; r < 3; r++)
+        eng_metrics_read(job.ctx[r], &m[r]);
+    assert_int_equal(m[0].rounds, 0);
+    assert_true(m[0].serve_ns > 0);
+    for (int r = 1; r < 3; r++) {
+        assert_int_equal(m[r].rounds, 1);
+        assert_true(m[r].push_post_ns > 0 && m[r].round_trip_ns > 0);
+        assert_int_equal(m[r].reduce_wait_ns, 0);
+    }
 
     strata_request_t *fin[MAX_RANKS];
     for (int r = 0; r < job.size; r++)
