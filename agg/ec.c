@@ -90,6 +90,20 @@ void agg_ec_encode(const agg_ec_t *ec, size_t len,
         agg_ec_run(len, ec->k, ec->m, ec->tables, data, parity);
 }
 
+void agg_ec_encode_update(const agg_ec_t *ec, size_t len, unsigned i,
+                          unsigned j, const unsigned char *data,
+                          unsigned char *parity)
+{
+    /* the tables of parity row j are the 32 * k bytes from 32 * k * j */
+    unsigned char *tables = ec->tables + (size_t)32 * ec->k * j;
+    for (size_t off = 0; off < len; off += AGG_EC_PIECE) {
+        size_t n = len - off < AGG_EC_PIECE ? len - off : AGG_EC_PIECE;
+        unsigned char *out = parity + off;
+        ec_encode_data_update((int)n, (int)ec->k, 1, (int)i, tables,
+                              (unsigned char *)data + off, &out);
+    }
+}
+
 /* The rows of the inverse of the surviving fragments' rows that give the
  * missing data fragments, as tables. */
 static strata_status_t agg_ec_decode_tables(const agg_ec_t *ec,
@@ -147,7 +161,7 @@ strata_status_t agg_ec_decode(const agg_ec_t *ec, size_t len,
     unsigned missing[AGG_EC_MAX_FRAGMENTS], nmissing = 0;
     unsigned char *out[AGG_EC_MAX_FRAGMENTS];
     for (unsigned j = 0; j < k; j++)
-        if (where[j] < 0) {
+        if (where[j] < 0 && data_out[j]) {
             out[nmissing] = data_out[j];
             missing[nmissing++] = j;
         }
@@ -166,7 +180,7 @@ strata_status_t agg_ec_decode(const agg_ec_t *ec, size_t len,
             return st;
     }
     for (unsigned j = 0; j < k; j++) /* present data fragments */
-        if (where[j] >= 0 && data_out[j] != frags[where[j]])
+        if (where[j] >= 0 && data_out[j] && data_out[j] != frags[where[j]])
             memmove(data_out[j], frags[where[j]], len);
     return STRATA_OK;
 }

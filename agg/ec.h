@@ -32,10 +32,18 @@ void agg_ec_encode(const agg_ec_t *ec, size_t len,
                    const unsigned char *const *data,
                    unsigned char *const *parity);
 
+/* Adds data fragment i's share to parity fragment j (0..m-1), len bytes:
+ * a parity fragment that starts at zero and gets the share of every data
+ * fragment, wherever each is held, ends equal to agg_ec_encode's. */
+void agg_ec_encode_update(const agg_ec_t *ec, size_t len, unsigned i,
+                          unsigned j, const unsigned char *data,
+                          unsigned char *parity);
+
 /* The k data fragments from any k fragments: frags[i] is fragment idx[i]
  * (0..k-1 data, k..k+m-1 parity), every idx distinct; data_out[j] receives
- * data fragment j. A data_out buffer may be the frags[i] that holds that
- * same fragment, never another fragment's.
+ * data fragment j, or nothing when NULL (only the fragments wanted are
+ * decoded). A data_out buffer may be the frags[i] that holds that same
+ * fragment, never another fragment's.
  * STRATA_ERR_INVALID (logged) for indices out of range or repeated. */
 strata_status_t agg_ec_decode(const agg_ec_t *ec, size_t len,
                               const unsigned *idx,

@@ -21,6 +21,16 @@ static unsigned char rnd(void)
     return (unsigned char)(rng >> 24);
 }
 
+/* Random data in f[0..k), its parity in f[k..k+m). */
+static void fill_and_encode(const agg_ec_t *ec, unsigned char *const *f,
+                            size_t len)
+{
+    for (unsigned j = 0; j < agg_ec_k(ec); j++)
+        for (size_t b = 0; b < len; b++)
+            f[j][b] = rnd();
+    agg_ec_encode(ec, len, (const unsigned char *const *)f, f + agg_ec_k(ec));
+}
+
 /* Encode random data, then decode from every k-subset of the k + m
  * fragments (at most `limit` subsets) and compare. */
 static void round_trip(unsigned k, unsigned m, size_t len, unsigned limit)
@@ -30,14 +40,11 @@ static void round_trip(unsigned k, unsigned m, size_t len, unsigned limit)
     unsigned n = k + m;
     unsigned char **frag = calloc(n, sizeof(*frag));
     unsigned char **out = calloc(k, sizeof(*out));
-    for (unsigned i = 0; i < n; i++) {
+    for (unsigned i = 0; i < n; i++)
         frag[i] = malloc(len ? len : 1);
-        for (size_t b = 0; i < k && b < len; b++)
-            frag[i][b] = rnd();
-    }
     for (unsigned j = 0; j < k; j++)
         out[j] = malloc(len ? len : 1);
-    agg_ec_encode(ec, len, (const unsigned char *const *)frag, frag + k);
+    fill_and_encode(ec, frag, len);
     /* subsets as bit masks over n fragments (n <= 20 here) */
     unsigned tried = 0;
     for (uint32_t mask = 0; mask < (1u << n) && tried < limit; mask++) {
@@ -94,10 +101,8 @@ static void order_and_aliasing(void **state)
     unsigned char *f[K + M];
     for (int i = 0; i < K + M; i++)
         f[i] = frag[i];
-    for (int j = 0; j < K; j++)
-        for (int b = 0; b < LEN; b++)
-            copy[j][b] = frag[j][b] = rnd();
-    agg_ec_encode(ec, LEN, (const unsigned char *const *)f, f + K);
+    fill_and_encode(ec, f, LEN);
+    memcpy(copy, frag, sizeof(copy));
     /* data 1 and the two parity fragments, given backwards; data 1 is
      * decoded into its own buffer, 0 and 2 into theirs (lost: wiped). */
     memset(frag[0], 0, LEN);
@@ -108,6 +113,35 @@ static void order_and_aliasing(void **state)
     assert_int_equal(agg_ec_decode(ec, LEN, idx, have, out), STRATA_OK);
     for (int j = 0; j < K; j++)
         assert_memory_equal(frag[j], copy[j], LEN);
+    /* only data 2 wanted, from parity alone and data 0 */
+    memset(frag[2], 0, LEN);
+    unsigned idx2[K] = {3, 0, 4};
+    const unsigned char *have2[K] = {frag[3], frag[0], frag[4]};
+    unsigned char *one[K] = {NULL, NULL, frag[2]};
+    assert_int_equal(agg_ec_decode(ec, LEN, idx2, have2, one), STRATA_OK);
+    assert_memory_equal(frag[2], copy[2], LEN);
+    agg_ec_destroy(ec);
+}
+
+/* Parity built share by share, in any order, equals the whole encode. */
+static void update_by_shares(void **state)
+{
+    (void)state;
+    enum { K = 4, M = 2, LEN = 1000 };
+    agg_ec_t *ec;
+    assert_int_equal(agg_ec_create(K, M, &ec), STRATA_OK);
+    unsigned char frag[K + M][LEN], acc[M][LEN];
+    unsigned char *f[K + M];
+    for (int i = 0; i < K + M; i++)
+        f[i] = frag[i];
+    fill_and_encode(ec, f, LEN);
+    memset(acc, 0, sizeof(acc));
+    const unsigned order[K] = {2, 0, 3, 1};
+    for (int i = 0; i < K; i++)
+        for (unsigned j = 0; j < M; j++)
+            agg_ec_encode_update(ec, LEN, order[i], j, frag[order[i]], acc[j]);
+    assert_memory_equal(acc[0], frag[K], LEN);
+    assert_memory_equal(acc[1], frag[K + 1], LEN);
     agg_ec_destroy(ec);
 }
 
@@ -134,6 +168,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(every_subset_decodes),
         cmocka_unit_test(order_and_aliasing),
+        cmocka_unit_test(update_by_shares),
         cmocka_unit_test(bad_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
