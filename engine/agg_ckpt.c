@@ -37,6 +37,8 @@ strata_status_t eng_agg_ckpt_setup(strata_ctx_t *ctx)
     const char *dir = eng_config_str(ctx->cfg, ENG_CFG_CHECKPOINT_DIR);
     if (!dir[0])
         return STRATA_OK;
+    if (a->nparts == 0)
+        return STRATA_OK; /* no model here; the others do not wait for it */
     if (ctx->policy->sum_only) {
         util_info("STRATA_CHECKPOINT_DIR: the aggregators only sum, they "
                   "keep no model to checkpoint");
@@ -52,7 +54,8 @@ strata_status_t eng_agg_ckpt_setup(strata_ctx_t *ctx)
     eng_ckpt_shape_t shape = {.shard = a->shard,
                               .nshards = (uint32_t)ctx->naggs,
                               .layout_hash = a->layout->hash,
-                              .bytes = bytes};
+                              .bytes = bytes,
+                              .shard_nparts = a->layout->shard_nparts};
     strata_status_t st = eng_ckpt_open(dir, &shape, &a->ckpt);
     int64_t clock = -1;
     if (st == STRATA_OK)

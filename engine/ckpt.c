@@ -327,10 +327,14 @@ strata_status_t eng_ckpt_open(const char *dir, const eng_ckpt_shape_t *shape,
     if (!c)
         goto nomem;
     c->shape = *shape;
+    c->shape.shard_nparts = util_malloc(sizeof(uint32_t) * shape->nshards);
+    if (c->shape.shard_nparts)
+        memcpy((uint32_t *)c->shape.shard_nparts, shape->shard_nparts,
+               sizeof(uint32_t) * shape->nshards);
     c->dir = util_strdup(dir);
     c->staging = util_aligned_alloc(64, shape->bytes ? shape->bytes : 64);
     c->chunk = util_malloc(ENG_CKPT_CHUNK);
-    if (!c->dir || !c->staging || !c->chunk)
+    if (!c->dir || !c->staging || !c->chunk || !c->shape.shard_nparts)
         goto free_ckpt;
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->cond, NULL);
@@ -343,6 +347,7 @@ strata_status_t eng_ckpt_open(const char *dir, const eng_ckpt_shape_t *shape,
     *ckpt_out = c;
     return STRATA_OK;
 free_ckpt:
+    util_free((void *)c->shape.shard_nparts);
     util_free(c->dir);
     util_free(c->staging);
     util_free(c->chunk);
@@ -364,6 +369,7 @@ void eng_ckpt_close(eng_ckpt_t *c)
     pthread_join(c->thread, NULL);
     pthread_cond_destroy(&c->cond);
     pthread_mutex_destroy(&c->lock);
+    util_free((void *)c->shape.shard_nparts);
     util_free(c->dir);
     util_free(c->staging);
     util_free(c->chunk);
@@ -470,6 +476,8 @@ strata_status_t eng_ckpt_load(eng_ckpt_t *c, int64_t *clock_out)
         for (uint32_t k = 0; k < c->shape.nshards && ok; k++) {
             /* this shard's own file first, read in for use */
             uint32_t s = (c->shape.shard + k) % c->shape.nshards;
+            if (c->shape.shard_nparts[s] == 0)
+                continue;
             ok = eng_ckpt_check(c, s, clocks[i], k == 0 ? c->staging : NULL,
                                 path, sizeof(path), why, sizeof(why));
             if (!ok && refused[0] == '\0')

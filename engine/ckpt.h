@@ -11,11 +11,11 @@
  * a shard keeps its newest ENG_CKPT_KEEP files.
  *
  * The checkpoint of clock c is complete when every shard's file of c is
- * present, whole and of the same layout. Every aggregator of a restarted
- * job reads the same directory (one host, or a filesystem they share) and
- * so picks the same checkpoint: the newest complete one. A file refused
- * (torn, corrupt, another layout) is named in the log, with the checkpoint
- * used in its place.
+ * present (but those of shards without partitions, which have no model), whole
+ * and of the same layout. Every aggregator of a restarted job reads the same
+ * directory (one host, or a filesystem they share) and so picks the same
+ * checkpoint: the newest complete one. A file refused (torn, corrupt, another
+ * layout) is named in the log, with the checkpoint used in its place.
  */
 #ifndef STRATA_ENGINE_CKPT_H
 #define STRATA_ENGINE_CKPT_H
@@ -36,6 +36,9 @@ typedef struct eng_ckpt_shape {
     uint32_t shard, nshards;
     uint64_t layout_hash;
     uint64_t bytes; /* payload: model and optimizer state */
+    /* [nshards]: a shard of no partitions writes no file (and has none to
+     * wait for) */
+    const uint32_t *shard_nparts;
 } eng_ckpt_shape_t;
 
 /* Checkpoints of the shard in dir, which must be a writable directory

@@ -66,6 +66,14 @@ STRATA_PARTITION_BYTES=8192 ckjob --steps 1
 grep -q "refused: another layout" <<<"$OUT" || fail "another layout's checkpoint was taken: $OUT"
 grep -q "none complete for all 2 shards" <<<"$OUT" || fail "no word of starting afresh: $OUT"
 
+# One partition, two aggregators: shard 1 has no model, writes no file, and
+# the checkpoint is complete without it.
+rm -f "$DIR"/*
+STRATA_PARTITION_BYTES=1M ckjob --steps 3
+[ "$(ls "$DIR")" = "$(basename "$(f 0 2)")" ] || fail "expected shard 0's file of clock 2 alone: $(ls "$DIR")"
+STRATA_PARTITION_BYTES=1M ckjob --steps 1 --resume 2
+grep -q "resuming from $(f 0 2)" <<<"$OUT" || fail "the shard without partitions was waited for: $OUT"
+
 out=$(env STRATA_LR=2 STRATA_CHECKPOINT_DIR="$DIR/none" "$RUN" -n 1 -a 1 -- "$EXACT" --steps 1 2>&1) &&
   fail "a missing checkpoint directory was accepted: $out"
 grep -q "STRATA_CHECKPOINT_DIR=$DIR/none is not a directory" <<<"$out" ||
