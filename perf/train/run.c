@@ -245,7 +245,8 @@ static void setenv_fmt(const char *key, const char *fmt, ...)
 }
 
 /* The STRATA_* settings of a policy's job. Settings the driver does not
- * choose (e.g. STRATA_STALENESS_COST) pass through from the user's environment. */
+ * choose (e.g. STRATA_STALENESS_COST) pass through from the user's environment.
+ */
 static void set_job_env(const perf_driver_t *d, const perf_policy_t *p)
 {
     const perf_scenario_t *sc = &d->sc;
