@@ -125,18 +125,42 @@ static void eng_agg_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
 }
 
 static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l);
+static void eng_wlink_free(eng_wlink_t *l);
+
+/* A connection that is no worker of the job (it authenticated, but said
+ * no fitting JOIN) is closed and forgotten: the job goes on, and its
+ * memory goes with it (every connection's used to stay until the end). */
+static void eng_agg_forget(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
+{
+    if (why)
+        util_warn("closed %s: %s; the job goes on", eng_peer_name(&l->peer),
+                  why);
+    eng_wlink_t **pp = &ctx->agg->accepted;
+    while (*pp != l)
+        pp = &(*pp)->next;
+    *pp = l->next;
+    eng_peer_close(&l->peer);
+    eng_wlink_free(l);
+}
 
 static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
     int rank = (int)eng_get_u32(r);
     int widx = rank - ctx->naggs;
-    if (!eng_rbuf_ok(r) || l->widx >= 0 || widx < 0 || widx >= ctx->nworkers ||
+    char why[128];
+    if (l->widx >= 0) { /* a worker of the job misbehaves */
+        eng_fail_tell(ctx, STRATA_ERR_PROTO, "%s said JOIN twice",
+                      eng_peer_name(&l->peer));
+        return;
+    }
+    if (!eng_rbuf_ok(r) || widx < 0 || widx >= ctx->nworkers ||
         a->links[widx]) {
-        eng_fail(ctx, STRATA_ERR_PROTO,
-                 "%s says it is rank %d, which is not a worker that has not "
+        snprintf(why, sizeof(why),
+                 "it says it is rank %d, which is not a worker that has not "
                  "joined yet",
-                 eng_peer_name(&l->peer), rank);
+                 eng_rbuf_ok(r) ? rank : -1);
+        eng_agg_forget(ctx, l, why);
         return;
     }
     l->widx = widx;
@@ -450,21 +474,22 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
     bool sparse = eng_imm_kind(imm) == ENG_IMM_SPARSE;
     ap->arrived_ns = util_now_ns();
     if (!eng_imm_clock_is(imm, c) || !ap->initialized) {
-        eng_fail(ctx, STRATA_ERR_PROTO,
-                 "gradients for partition %u from %s carry clock bits %u, "
-                 "expected clock %lld%s",
-                 ap->index, eng_peer_name(&l->peer),
-                 (imm >> 22) & ENG_IMM_CLOCK_MASK, (long long)c,
-                 ap->initialized ? "" : " after the initial model");
+        eng_fail_tell(ctx, STRATA_ERR_PROTO,
+                      "gradients for partition %u from %s carry clock bits %u, "
+                      "expected clock %lld%s",
+                      ap->index, eng_peer_name(&l->peer),
+                      (imm >> 22) & ENG_IMM_CLOCK_MASK, (long long)c,
+                      ap->initialized ? "" : " after the initial model");
         return;
     }
     if (sparse && (ap->part->dtype != STRATA_FP32 || len % 8 != 0 ||
                    len >= ap->part->bytes || len == 0)) {
-        eng_fail(ctx, STRATA_ERR_PROTO,
-                 "a sparse push of %u bytes for %s partition %u (%llu bytes) "
-                 "from %s",
-                 len, strata_dtype_name(ap->part->dtype), ap->index,
-                 (unsigned long long)ap->part->bytes, eng_peer_name(&l->peer));
+        eng_fail_tell(
+            ctx, STRATA_ERR_PROTO,
+            "a sparse push of %u bytes for %s partition %u (%llu bytes) "
+            "from %s",
+            len, strata_dtype_name(ap->part->dtype), ap->index,
+            (unsigned long long)ap->part->bytes, eng_peer_name(&l->peer));
         return;
     }
     ap->arrived[l->widx] = c;
@@ -492,9 +517,9 @@ static void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
              !a->parts[i].initialized)
         eng_on_init(ctx, l, i);
     else {
-        eng_fail(ctx, STRATA_ERR_PROTO,
-                 "unexpected write (immediate 0x%08x, %u bytes) from %s", imm,
-                 len, eng_peer_name(peer));
+        eng_fail_tell(ctx, STRATA_ERR_PROTO,
+                      "unexpected write (immediate 0x%08x, %u bytes) from %s",
+                      imm, len, eng_peer_name(peer));
     }
 }
 
@@ -586,11 +611,18 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
 {
     eng_agg_t *a = ctx->agg;
     eng_wlink_t *l = peer->owner;
-    bool ok = type == ENG_MSG_JOIN || (l->widx >= 0 && l->slots_sent);
-    if (ok && type == ENG_MSG_JOIN) {
+    if (type == ENG_MSG_JOIN) {
         eng_on_join(ctx, l, r);
         return;
     }
+    if (l->widx < 0) {
+        char why[96];
+        snprintf(why, sizeof(why), "it sent %s (type %u) before JOIN",
+                 eng_msg_name(type), type);
+        eng_agg_forget(ctx, l, why);
+        return;
+    }
+    bool ok = l->slots_sent;
     if (ok && type == ENG_MSG_PARAMS && !l->params_ready &&
         eng_on_params(ctx, l, r))
         return;
@@ -610,8 +642,8 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         eng_on_leave(ctx, l);
         return;
     }
-    eng_fail(ctx, STRATA_ERR_PROTO, "unexpected or malformed %s from %s",
-             eng_msg_name(type), eng_peer_name(peer));
+    eng_fail_tell(ctx, STRATA_ERR_PROTO, "unexpected or malformed %s from %s",
+                  eng_msg_name(type), eng_peer_name(peer));
 }
 
 static void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
@@ -619,7 +651,11 @@ static void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
 {
     eng_peer_close(peer);
     eng_wlink_t *l = peer->owner;
-    if (peer->left || l->widx < 0) /* a stray connection is no failure */
+    if (l->widx < 0) { /* a stray connection is no failure */
+        eng_agg_forget(ctx, l, NULL);
+        return;
+    }
+    if (peer->left)
         return;
     const char *why = status == STRATA_OK ? "it closed the connection"
                                           : strata_strerror(status);

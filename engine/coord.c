@@ -72,6 +72,14 @@ const char *eng_member_name(eng_member_t *m)
     return m->name;
 }
 
+static void eng_member_free(eng_member_t *m)
+{
+    eng_peer_close(&m->peer);
+    eng_layout_rx_free(&m->layout);
+    util_free(m->metrics);
+    util_free(m);
+}
+
 void eng_coord_free(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;
@@ -81,15 +89,27 @@ void eng_coord_free(strata_ctx_t *ctx)
         eng_coord_policy(ctx)->free(ctx);
     for (eng_member_t *m = c->members, *next; m; m = next) {
         next = m->next;
-        eng_peer_close(&m->peer);
-        eng_layout_rx_free(&m->layout);
-        util_free(m->metrics);
-        util_free(m);
+        eng_member_free(m);
     }
     util_free(c->by_rank);
     util_free(c);
     ctx->coord = NULL;
     ctx->coord_ops = NULL;
+}
+
+/* A connection that is no member of the job (it authenticated, but said no
+ * fitting HELLO) is closed and forgotten: the job goes on, and its memory
+ * goes with it (every connection's used to stay until the end). */
+static void eng_coord_forget(strata_ctx_t *ctx, eng_member_t *m,
+                             const char *why)
+{
+    if (why)
+        util_warn("closed %s: %s; the job goes on", eng_member_name(m), why);
+    eng_member_t **pp = &ctx->coord->members;
+    while (*pp != m)
+        pp = &(*pp)->next;
+    *pp = m->next;
+    eng_member_free(m);
 }
 
 static void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
@@ -168,9 +188,10 @@ bool eng_coord_missing(strata_ctx_t *ctx)
                  "not started, a different job secret, or the coordinator's "
                  "address is wrong for them");
     eng_fail(ctx, STRATA_ERR_TIMEOUT,
-             "%d of %d ranks did not join within %s=%d (ranks %s%s): %s",
+             "%d of %d ranks did not join within %s=%d (ranks %s%s): %s%s",
              ctx->size - c->nhello, ctx->size, ctx->join_timeout_name,
-             ctx->join_timeout_ms, list, shown > 16 ? ", ..." : "", cause);
+             ctx->join_timeout_ms, list, shown > 16 ? ", ..." : "", cause,
+             c->misfit);
     return true;
 }
 
@@ -251,18 +272,17 @@ static void eng_send_roster(strata_ctx_t *ctx, eng_member_t *m)
     eng_send(&m->peer, &w, NULL);
 }
 
-/* A HELLO of another job on this address (the next job, started while
- * this one still runs, or a stale rank of a previous one): it is told, and
- * tries again, while this job goes on. */
-static void eng_coord_refuse(eng_member_t *m, int rank, int size)
+/* A HELLO that is not of this job: another job on this address (the next
+ * job, started while this one still runs, or a stale rank of a previous
+ * one), or a rank that does not fit (another size, a rank already here).
+ * It is told why, and the connection closed once it read that, while this
+ * job goes on. */
+static void eng_coord_refuse(eng_member_t *m, util_log_level_t level,
+                             const char *why)
 {
-    char why[256];
-    snprintf(why, sizeof(why),
-             "it runs another job (rank %d of %d of a job with another "
-             "launcher job id, or a later job of the same processes)",
-             rank, size);
-    util_info("refused %s (pid %d on %s): %s", eng_peer_name(&m->peer), m->pid,
-              m->host_id, why);
+    util_log(level, "refused %s (pid %d on %s): %s", eng_peer_name(&m->peer),
+             m->pid, m->host_id, why);
+    m->refused = true;
     unsigned char buf[TP_MSG_MAX];
     eng_wbuf_t w;
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_REFUSED);
@@ -280,28 +300,33 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     int naggs = (int)eng_get_u32(r);
     m->pid = (int)eng_get_u32(r);
     eng_get_str(r, m->host_id, sizeof(m->host_id));
+    char why[256];
     if (r->bad || magic != ENG_HELLO_MAGIC || version != ENG_PROTO_VERSION) {
-        eng_fail(ctx, STRATA_ERR_PROTO,
-                 "%s sent a malformed HELLO (another program, or a "
-                 "different version of Strata)",
-                 eng_member_name(m));
+        eng_coord_forget(ctx, m,
+                         "it sent a malformed HELLO (another program, or a "
+                         "different version of Strata)");
         return;
     }
     if (incarnation != ctx->launch.incarnation) {
-        eng_coord_refuse(m, rank, size);
+        snprintf(why, sizeof(why),
+                 "it runs another job (rank %d of %d of a job with another "
+                 "launcher job id, or a later job of the same processes)",
+                 rank, size);
+        eng_coord_refuse(m, UTIL_LOG_INFO, why);
         return;
     }
     if (size != ctx->size || naggs != ctx->naggs || rank < 0 || rank >= size ||
-        c->by_rank[rank] || m->hello) {
-        eng_fail(ctx, STRATA_ERR_CONFIG,
-                 "%s (pid %d on %s) does not fit this job: it says rank %d "
-                 "of %d with %d aggregators, the job has %d ranks and %d "
-                 "aggregators%s",
-                 eng_peer_name(&m->peer), m->pid, m->host_id, rank, size, naggs,
-                 ctx->size, ctx->naggs,
+        c->by_rank[rank]) {
+        snprintf(why, sizeof(why),
+                 "it does not fit this job: it says rank %d of %d with %d "
+                 "aggregators, the job has %d ranks and %d aggregators%s",
+                 rank, size, naggs, ctx->size, ctx->naggs,
                  rank >= 0 && rank < ctx->size && c->by_rank[rank]
                      ? ", and that rank has already joined"
                      : "");
+        eng_coord_refuse(m, UTIL_LOG_WARN, why);
+        snprintf(c->misfit, sizeof(c->misfit),
+                 "; refused pid %d on %.64s: %.200s", m->pid, m->host_id, why);
         return;
     }
     m->peer.rank = rank;
@@ -521,14 +546,22 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
 {
     eng_member_t *m = peer->owner;
     const eng_coord_policy_t *pol = eng_coord_policy(ctx);
-    if (type != ENG_MSG_HELLO && !m->hello) {
-        eng_fail(ctx, STRATA_ERR_PROTO, "%s sent %s before HELLO",
-                 eng_member_name(m), eng_msg_name(type));
+    if (!m->hello) { /* not a member (yet): it costs the job nothing */
+        char why[96];
+        if (type == ENG_MSG_HELLO && !m->refused) {
+            eng_on_hello(ctx, m, r);
+            return;
+        }
+        snprintf(why, sizeof(why), "it sent %s (type %u) %s",
+                 eng_msg_name(type), type,
+                 m->refused ? "after it was refused" : "before HELLO");
+        eng_coord_forget(ctx, m, why);
         return;
     }
     switch (type) {
     case ENG_MSG_HELLO:
-        eng_on_hello(ctx, m, r);
+        eng_fail(ctx, STRATA_ERR_PROTO, "%s said HELLO twice",
+                 eng_member_name(m));
         break;
     case ENG_MSG_LAYOUT:
     case ENG_MSG_TENSORS:
@@ -556,10 +589,13 @@ static void eng_coord_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
                                       strata_status_t status)
 {
     eng_member_t *m = peer->owner;
+    if (!m->hello) {
+        eng_coord_forget(ctx, m, NULL);
+        return;
+    }
     eng_peer_close(peer);
-    if (m->hello)
-        eng_live_unwatch(ctx, m->peer.rank);
-    if (m->bye || m->dropped || !m->hello || eng_fatal(ctx))
+    eng_live_unwatch(ctx, m->peer.rank);
+    if (m->bye || m->dropped || eng_fatal(ctx))
         return;
     eng_coord_lost(ctx, m, "disconnected without finalizing",
                    status == STRATA_OK ? "it closed the connection"

@@ -16,6 +16,7 @@ typedef struct eng_member {
     eng_peer_t peer;
     struct eng_member *next; /* every accepted connection */
     bool hello, bye;
+    bool refused;       /* told REFUSED: it is to close the connection */
     bool dropped;       /* a worker the job goes on without (esync, fedavg) */
     char drop_why[320]; /* why it was dropped */
     int pid;
@@ -32,6 +33,7 @@ struct eng_coord {
     eng_member_t **by_rank; /* [size], after HELLO */
     int nhello, nbye, nlayouts;
     uint64_t last_hello_ns; /* when the latest rank joined */
+    char misfit[320];       /* the last HELLO refused as not fitting, "" */
     bool layout_sent;
     eng_state_server_t *ss; /* esync */
     struct eng_regroup *rg; /* gssp */

@@ -339,9 +339,10 @@ void eng_fail_at(strata_ctx_t *ctx, strata_status_t status, const char *file,
 void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
                       const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-/* A failure this rank is sure of that the coordinator may not see (it is
- * the coordinator's own silence): fails at once, and tells the coordinator
- * (FAILED), so that it reports the same failure if it reads it. */
+/* A failure this rank is sure of that the coordinator may not see (the
+ * coordinator's own silence, a peer breaking the protocol on a data
+ * connection): fails at once, and tells the coordinator (FAILED), so that
+ * it reports the same failure, naming the culprit, to every rank. */
 #define eng_fail_tell(ctx, status, ...)                                        \
     eng_fail_tell_at(ctx, status, __FILE__, __LINE__, __VA_ARGS__)
 void eng_fail_tell_at(strata_ctx_t *ctx, strata_status_t status,

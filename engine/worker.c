@@ -319,8 +319,8 @@ static void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         eng_worker_acked(ctx, peer->owner);
         return;
     }
-    eng_fail(ctx, STRATA_ERR_PROTO, "unexpected message %s from %s",
-             eng_msg_name(type), eng_peer_name(peer));
+    eng_fail_tell(ctx, STRATA_ERR_PROTO, "unexpected message %s from %s",
+                  eng_msg_name(type), eng_peer_name(peer));
 }
 
 static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
@@ -557,9 +557,9 @@ static void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
     if (eng_imm_kind(imm) != ENG_IMM_MODEL || !w->layout ||
         p >= w->layout->nparts || w->layout->parts[p].shard != l->shard ||
         !eng_imm_clock_is(imm, w->pulled[p] + 1)) {
-        eng_fail(ctx, STRATA_ERR_PROTO,
-                 "unexpected write (immediate 0x%08x, %u bytes) from %s", imm,
-                 len, eng_peer_name(peer));
+        eng_fail_tell(ctx, STRATA_ERR_PROTO,
+                      "unexpected write (immediate 0x%08x, %u bytes) from %s",
+                      imm, len, eng_peer_name(peer));
         return;
     }
     const eng_partition_t *part = &w->layout->parts[p];

@@ -205,8 +205,8 @@ void eng_worker_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
     const char *who = eng_peer_name(&l->peer);
     if (!eng_rbuf_ok(r) || !w->layout || l->have_slots ||
         d.len < 2 * w->layout->shard_bytes[l->shard]) {
-        eng_fail(ctx, STRATA_ERR_PROTO, "malformed or unexpected SLOTS from %s",
-                 who);
+        eng_fail_tell(ctx, STRATA_ERR_PROTO,
+                      "malformed or unexpected SLOTS from %s", who);
         return;
     }
     l->slots = d;

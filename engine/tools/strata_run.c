@@ -310,7 +310,11 @@ static void reap(job_t *job)
         job->pids[r] = 0;
         job->running--;
         job->code[r] = exit_code(status);
-        job->exit_seq[r] = job->nexits++;
+        /* A signal strata-run did not send is a cause, not a consequence:
+         * it counts first, whoever was reaped before it. */
+        job->exit_seq[r] =
+            job->nexits++ -
+            (WIFSIGNALED(status) && !job->stopping ? job->size : 0);
         if (job->code[r] != 0 && !job->stopping)
             report(job, r, pid, status, !job->stop_at_ns);
         update_deadline(job);
@@ -341,8 +345,9 @@ static void hear(job_t *job)
     update_deadline(job);
 }
 
-/* The first failure in exit order that counts: a worker the job went on
- * without does not. */
+/* The first failure in exit order that counts, a rank killed by a signal
+ * from elsewhere before any (the others may end before it is reaped); a
+ * worker the job went on without does not count. */
 static int first_failure(const job_t *job)
 {
     int first = -1;
