@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <strata/strata.h>
+
 static inline uint32_t agg_f32_bits(float f)
 {
     uint32_t x;
@@ -79,6 +81,36 @@ static inline uint16_t agg_f32_to_bf16(float f)
         return (uint16_t)((x >> 16) | 0x40);
     x += 0x7fff + ((x >> 16) & 1);
     return (uint16_t)(x >> 16);
+}
+
+/* src[i] of a 16-bit dtype (fp16 or bf16), widened to fp32. */
+static inline float agg_widen16(strata_dtype_t dtype, const void *src, size_t i)
+{
+    const uint16_t *h = src;
+    return dtype == STRATA_FP16 ? agg_f16_to_f32(h[i]) : agg_bf16_to_f32(h[i]);
+}
+
+/* dst[i] = v rounded to dtype (one of strata_dtype_t); returns what was
+ * stored, widened back to fp32. */
+static inline float agg_store_as(strata_dtype_t dtype, void *dst, size_t i,
+                                 float v)
+{
+    uint16_t *h = dst;
+    switch (dtype) {
+    case STRATA_FP32:
+        ((float *)dst)[i] = v;
+        return v;
+    case STRATA_FP64:
+        ((double *)dst)[i] = (double)v;
+        return v;
+    case STRATA_FP16:
+        h[i] = agg_f32_to_f16(v);
+        return agg_f16_to_f32(h[i]);
+    case STRATA_BF16:
+        h[i] = agg_f32_to_bf16(v);
+        return agg_bf16_to_f32(h[i]);
+    }
+    return v;
 }
 
 #endif /* STRATA_AGG_CONVERT_H */

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "agg/agg.h"
+#include "agg/convert.h"
 #include "agg/reduce.h"
 #include "util/log.h"
 
@@ -153,6 +154,19 @@ static strata_status_t agg_check_f32_update(const char *fn,
         util_error("agg: %s: NULL buffer", fn);
         return STRATA_ERR_INVALID;
     }
+    return STRATA_OK;
+}
+
+strata_status_t strata_master_store(strata_dtype_t dtype, void *dst,
+                                    const float *master, size_t count)
+{
+    if (strata_dtype_size(dtype) == 0 || (count && (!dst || !master))) {
+        util_error("agg: strata_master_store: %s",
+                   strata_dtype_size(dtype) ? "NULL buffer" : "unknown dtype");
+        return STRATA_ERR_INVALID;
+    }
+    for (size_t i = 0; i < count; i++)
+        agg_store_as(dtype, dst, i, master[i]);
     return STRATA_OK;
 }
 

@@ -7,6 +7,7 @@
  * so a NaN gradient is sent at once instead of hiding in the residual.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "agg/agg.h"
@@ -296,25 +297,67 @@ strata_status_t strata_topk_sparsify(strata_topk_t *tk, float *residual,
     return STRATA_OK;
 }
 
-strata_status_t strata_sparse_scatter_add(float *dst, size_t count,
+static bool agg_sparse_dtype_ok(const char *fn, strata_dtype_t dtype)
+{
+    if (strata_dtype_size(dtype) != 0)
+        return true;
+    util_error("agg: %s: unknown dtype %d", fn, (int)dtype);
+    return false;
+}
+
+/* dst[i] += v in dtype, through fp32 for the 16-bit types. */
+static void agg_add_one(strata_dtype_t dtype, void *dst, size_t i, float v)
+{
+    if (dtype == STRATA_FP64)
+        ((double *)dst)[i] += (double)v;
+    else if (dtype == STRATA_FP32)
+        ((float *)dst)[i] += v;
+    else
+        agg_store_as(dtype, dst, i, agg_widen16(dtype, dst, i) + v);
+}
+
+strata_status_t strata_sparse_scatter_add(strata_dtype_t dtype, void *dst,
+                                          size_t count,
                                           const strata_sparse_t *entries,
                                           size_t nentries, float scale)
 {
+    const char *fn = "strata_sparse_scatter_add";
+    if (!agg_sparse_dtype_ok(fn, dtype))
+        return STRATA_ERR_INVALID;
     if (nentries && (!dst || !entries)) {
-        util_error("agg: strata_sparse_scatter_add: %s is NULL",
-                   dst ? "entries" : "dst");
+        util_error("agg: %s: %s is NULL", fn, dst ? "entries" : "dst");
         return STRATA_ERR_INVALID;
     }
     /* Check everything first, so that a bad message changes nothing. */
     for (size_t i = 0; i < nentries; i++) {
         if (entries[i].index >= count) {
-            util_error("agg: strata_sparse_scatter_add: entry %zu of %zu has "
-                       "index %u, beyond the %zu elements of the buffer",
-                       i, nentries, entries[i].index, count);
+            util_error("agg: %s: entry %zu of %zu has index %u, beyond the "
+                       "%zu elements of the buffer",
+                       fn, i, nentries, entries[i].index, count);
             return STRATA_ERR_RANGE;
         }
     }
     for (size_t i = 0; i < nentries; i++)
-        dst[entries[i].index] += scale * entries[i].value;
+        agg_add_one(dtype, dst, entries[i].index, scale * entries[i].value);
+    return STRATA_OK;
+}
+
+strata_status_t strata_residual_flush(strata_dtype_t dtype, void *dst,
+                                      float *residual, size_t count)
+{
+    const char *fn = "strata_residual_flush";
+    if (!agg_sparse_dtype_ok(fn, dtype))
+        return STRATA_ERR_INVALID;
+    if (count && (!dst || !residual)) {
+        util_error("agg: %s: %s is NULL", fn, dst ? "residual" : "dst");
+        return STRATA_ERR_INVALID;
+    }
+    for (size_t i = 0; i < count; i++) {
+        float r = residual[i], sent = agg_store_as(dtype, dst, i, r);
+        /* Exact when sent is finite: it is r rounded, within a factor of 2
+         * of r (Sterbenz), or 0. An Inf or NaN sent (overflow, or a NaN
+         * gradient) leaves nothing finite to keep. */
+        residual[i] = isfinite(sent) ? r - sent : 0.0f;
+    }
     return STRATA_OK;
 }

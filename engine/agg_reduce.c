@@ -127,8 +127,9 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
                               t0 > ap->arrived_ns ? t0 - ap->arrived_ns : 0,
                               memory_order_relaxed);
     if (st == STRATA_OK)
-        st = a->upd.ops->apply(&a->upd, ap->part->dtype, out, ap->momentum,
-                               a->srcs, u->n, ap->part->count, scale);
+        st = a->upd.ops->apply(&a->upd, ap->part->dtype, out, ap->master,
+                               ap->momentum, a->srcs, u->n, ap->part->count,
+                               scale);
     uint64_t t1 = util_now_ns();
     if (st == STRATA_OK)
         st = worker >= 0

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "agg/agg.h"
+#include "engine/gdtopk.h"
 #include "engine/imm.h"
 #include "util/alloc.h"
 #include "util/log.h"
@@ -208,6 +209,11 @@ static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
         if (!ap->momentum)
             return STRATA_ERR_NOMEM;
     }
+    if (a->upd.ops->needs_momentum && strata_dtype_size(ap->part->dtype) == 2) {
+        ap->master = util_calloc(ap->part->count, sizeof(float));
+        if (!ap->master)
+            return STRATA_ERR_NOMEM;
+    }
     eng_tracker_params_t tp = {.workers = pol->nworkers,
                                .groups = pol->ngroups,
                                .intra_staleness = pol->intra_staleness,
@@ -241,7 +247,10 @@ static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
             return st;
         for (uint32_t k = 0; k < ap->part->npieces; k++)
             a->piece_local[ap->part->first_piece + k] = (int32_t)a->npieces++;
-        largest = ap->part->bytes > largest ? ap->part->bytes : largest;
+        size_t need = ap->part->bytes;
+        if (strata_dtype_size(ap->part->dtype) == 2) /* summed in fp32 */
+            need = ap->part->count * sizeof(float);
+        largest = need > largest ? need : largest;
     }
     a->upd.scratch = util_aligned_alloc(64, largest ? largest : 64);
     return a->upd.scratch ? STRATA_OK : STRATA_ERR_NOMEM;
@@ -456,16 +465,19 @@ static void eng_on_init(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i)
 {
     eng_agg_t *a = ctx->agg;
     eng_apart_t *ap = &a->parts[i];
+    void *out = (char *)a->out + ap->part->shard_off;
     if (!a->restored)
-        memcpy((char *)a->out + ap->part->shard_off, eng_slot(a, l, ap, 0),
-               ap->part->bytes);
+        memcpy(out, eng_slot(a, l, ap, 0), ap->part->bytes);
+    if (ap->master) /* exact: every 16-bit value is an fp32 one; a restored
+                       model's master restarts from the model */
+        strata_axpy(ap->part->dtype, ap->master, out, ap->part->count, 1.0f);
     ap->initialized = true;
     a->ninit++;
     eng_serve(ctx, i);
 }
 
 /* A push landed: dense (GRAD) in the partition's layout, or sparse (SPARSE,
- * fp32 partitions only) as len / 8 entries. */
+ * of the dtypes GDTopK covers) as len / 8 entries. */
 static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                         uint32_t imm, uint32_t len)
 {
@@ -482,7 +494,7 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                       ap->initialized ? "" : " after the initial model");
         return;
     }
-    if (sparse && (ap->part->dtype != STRATA_FP32 || len % 8 != 0 ||
+    if (sparse && (!eng_gdtopk_dtype(ap->part->dtype) || len % 8 != 0 ||
                    len >= ap->part->bytes || len == 0)) {
         eng_fail_tell(
             ctx, STRATA_ERR_PROTO,
@@ -794,6 +806,7 @@ void eng_agg_free(strata_ctx_t *ctx)
         util_free(ap->seg_at);
         util_free((void *)ap->done);
         util_free(ap->momentum);
+        util_free(ap->master);
     }
     for (int p = 0; p < ENG_NPROV; p++)
         if (a->out_mr[p])

@@ -38,6 +38,7 @@ typedef struct eng_apart {
     float *momentum;
     uint64_t state_off; /* its momentum in a checkpoint's payload */
     int64_t ckpt_at;    /* the checkpoint clock it was copied for, -1 */
+    float *master;      /* [count]: an fp16 or bf16 model's fp32 copy (sgd) */
 } eng_apart_t;
 
 typedef struct eng_dst {

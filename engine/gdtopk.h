@@ -51,4 +51,11 @@ strata_status_t eng_gdtopk_plan(double rank, uint32_t epoch,
 /* rho(rank), rank clamped to [0, 1]. */
 double eng_gdtopk_steady_ratio(double rank);
 
+/* Whether partitions of dtype are sparsified: fp32, fp16 and bf16 (their
+ * residuals are fp32, their sparse values fp32); fp64 ones travel densely. */
+static inline bool eng_gdtopk_dtype(strata_dtype_t dtype)
+{
+    return dtype == STRATA_FP32 || dtype == STRATA_FP16 || dtype == STRATA_BF16;
+}
+
 #endif /* STRATA_ENGINE_GDTOPK_H */

@@ -12,10 +12,11 @@
 struct eng_topk_push {
     const eng_layout_t *lay;
     strata_topk_t *topk;
-    uint64_t *off;   /* [nparts]: bytes before the partition in the model */
-    bool *flush;     /* [nparts]: the next push is dense */
-    float *residual; /* [model]: fp32 partitions only are used */
-    char *send;      /* [2][model]: per clock parity */
+    uint64_t *off;     /* [nparts]: bytes before the partition in the model */
+    uint64_t *res_off; /* [nparts]: elements before it in the residual */
+    bool *flush;       /* [nparts]: the next push is dense */
+    float *residual;   /* [elements of the model], fp32 */
+    char *send;        /* [2][model]: per clock parity */
     uint64_t model_bytes;
     tp_mr_t *mr[ENG_NPROV];
     eng_gdtopk_plan_t plan;
@@ -32,19 +33,22 @@ strata_status_t eng_topk_push_create(strata_ctx_t *ctx, const eng_layout_t *lay,
     t->lay = lay;
     t->flush_epochs = ctx->policy->flush_epochs;
     t->off = util_calloc(lay->nparts, sizeof(*t->off));
+    t->res_off = util_calloc(lay->nparts, sizeof(*t->res_off));
     t->flush = util_calloc(lay->nparts, sizeof(*t->flush));
-    uint64_t max_count = 1;
-    for (uint32_t p = 0; t->off && p < lay->nparts; p++) {
+    uint64_t max_count = 1, elements = 0;
+    for (uint32_t p = 0; t->off && t->res_off && p < lay->nparts; p++) {
         t->off[p] = t->model_bytes;
+        t->res_off[p] = elements;
         t->model_bytes += lay->parts[p].bytes;
+        elements += lay->parts[p].count;
         if (lay->parts[p].count > max_count)
             max_count = lay->parts[p].count;
     }
-    t->residual = util_aligned_alloc(64, t->model_bytes + 64);
+    t->residual = util_aligned_alloc(64, elements * sizeof(float) + 64);
     t->send = util_aligned_alloc(4096, 2 * t->model_bytes + 64);
-    if (!t->off || !t->flush || !t->residual || !t->send)
+    if (!t->off || !t->res_off || !t->flush || !t->residual || !t->send)
         return STRATA_ERR_NOMEM;
-    memset(t->residual, 0, t->model_bytes);
+    memset(t->residual, 0, elements * sizeof(float));
     strata_status_t st =
         strata_topk_create(max_count, (uint64_t)ctx->rank, &t->topk);
     for (int i = 0; st == STRATA_OK && i < ENG_NPROV; i++)
@@ -67,6 +71,7 @@ void eng_topk_push_free(eng_topk_push_t *t)
             tp_mr_dereg(t->mr[i]);
     strata_topk_destroy(t->topk);
     util_free(t->off);
+    util_free(t->res_off);
     util_free(t->flush);
     util_free(t->residual);
     util_free(t->send);
@@ -75,7 +80,7 @@ void eng_topk_push_free(eng_topk_push_t *t)
 
 bool eng_topk_push_covers(const eng_topk_push_t *t, uint32_t p)
 {
-    return t->lay->parts[p].dtype == STRATA_FP32;
+    return eng_gdtopk_dtype(t->lay->parts[p].dtype);
 }
 
 tp_mr_t *eng_topk_push_mr(const eng_topk_push_t *t, int prov)
@@ -93,42 +98,46 @@ void eng_topk_push_epoch(eng_topk_push_t *t, uint32_t epoch_ended, double rank)
             t->flush[p] = true;
 }
 
-/* residual += the partition's gradients, piece by piece. */
-static void eng_topk_gather(eng_topk_push_t *t, uint32_t p, float *res,
-                            void *const *grads)
+/* residual += the partition's gradients, piece by piece, widened to fp32. */
+static strata_status_t eng_topk_gather(eng_topk_push_t *t, uint32_t p,
+                                       float *res, void *const *grads)
 {
     const eng_partition_t *part = &t->lay->parts[p];
-    for (uint32_t k = 0; k < part->npieces; k++) {
+    size_t es = strata_dtype_size(part->dtype);
+    strata_status_t st = STRATA_OK;
+    for (uint32_t k = 0; st == STRATA_OK && k < part->npieces; k++) {
         const eng_piece_t *pc = &t->lay->pieces[part->first_piece + k];
-        const float *g =
-            (const float *)((const char *)grads[pc->tensor] + pc->tensor_off);
-        float *r = res + pc->part_off / sizeof(float);
-        for (size_t j = 0; j < pc->len / sizeof(float); j++)
-            r[j] += g[j];
+        const char *g = (const char *)grads[pc->tensor] + pc->tensor_off;
+        st = strata_axpy(part->dtype, res + pc->part_off / es, g, pc->len / es,
+                         1.0f);
     }
+    return st;
 }
 
 strata_status_t eng_topk_push_prepare(eng_topk_push_t *t, uint32_t p, int64_t c,
                                       void *const *grads, eng_topk_write_t *out)
 {
     const eng_partition_t *part = &t->lay->parts[p];
-    float *res = (float *)((char *)t->residual + t->off[p]);
+    float *res = t->residual + t->res_off[p];
     out->off = (uint64_t)(c & 1) * t->model_bytes + t->off[p];
     char *buf = t->send + out->off;
-    eng_topk_gather(t, p, res, grads);
+    strata_status_t st = eng_topk_gather(t, p, res, grads);
+    if (st != STRATA_OK)
+        return st;
     size_t k = strata_topk_k(part->count, t->plan.ratio);
     if (t->flush[p] || k * sizeof(strata_sparse_t) >= part->bytes) {
-        memcpy(buf, res, part->bytes); /* dense: everything, residual empty */
-        memset(res, 0, part->bytes);
+        /* dense: everything, in the partition's dtype */
+        st = strata_residual_flush(part->dtype, buf, res, part->count);
+        if (st != STRATA_OK)
+            return st;
         t->flush[p] = false;
         out->len = (uint32_t)part->bytes;
         out->sparse = false;
         return STRATA_OK;
     }
     size_t n = 0;
-    strata_status_t st =
-        strata_topk_sparsify(t->topk, res, NULL, part->count, t->plan.ratio,
-                             t->plan.sample_ratio, (strata_sparse_t *)buf, &n);
+    st = strata_topk_sparsify(t->topk, res, NULL, part->count, t->plan.ratio,
+                              t->plan.sample_ratio, (strata_sparse_t *)buf, &n);
     if (st != STRATA_OK)
         return st;
     if (n == 0) { /* nothing to send: one explicit zero keeps the clock */

@@ -1,12 +1,14 @@
 /*
- * GDTopK on a worker: each fp32 partition's gradients are added to its
- * residual and only the largest entries are pushed, as (uint32 index, fp32
- * value) pairs that the aggregator scatter-adds; the rest stays in the
- * residual (error feedback). The ratio follows the group's speed rank and
- * the epoch (engine/gdtopk.h); every STRATA_TOPK_FLUSH_EPOCHS epochs the
- * next push of each partition sends gradients plus residual densely and
- * clears it. So what was pushed plus the residual always equals the sum of
- * the gradients. Progress thread only.
+ * GDTopK on a worker: each fp32, fp16 or bf16 partition's gradients are
+ * added to its residual (fp32 whatever the dtype, so small gradients of a
+ * 16-bit model add up instead of rounding away) and only the largest
+ * entries are pushed, as (uint32 index, fp32 value) pairs that the
+ * aggregator scatter-adds; the rest stays in the residual (error feedback).
+ * The ratio follows the group's speed rank and the epoch (engine/gdtopk.h);
+ * every STRATA_TOPK_FLUSH_EPOCHS epochs the next push of each partition
+ * sends gradients plus residual densely, in the partition's dtype, and
+ * keeps only what that rounding left out. So what was pushed plus the
+ * residual always equals the sum of the gradients. Progress thread only.
  */
 #ifndef STRATA_ENGINE_TOPK_PUSH_H
 #define STRATA_ENGINE_TOPK_PUSH_H
@@ -24,7 +26,8 @@ strata_status_t eng_topk_push_create(strata_ctx_t *ctx, const eng_layout_t *lay,
                                      const bool *uses, eng_topk_push_t **out);
 void eng_topk_push_free(eng_topk_push_t *t);
 
-/* Whether partition p travels through top-k (fp32) or as usual. */
+/* Whether partition p travels through top-k (eng_gdtopk_dtype) or as
+ * usual. */
 bool eng_topk_push_covers(const eng_topk_push_t *t, uint32_t p);
 
 /* Partition p of clock c is complete: add its gradients (grads[tensor]) to

@@ -38,7 +38,7 @@ static size_t eng_dense_of(const eng_update_t *u, const eng_src_t *srcs,
 }
 
 /* dst (=, or += when acc) scale * the sum of every source: dense ones
- * reduced in one pass, sparse ones (fp32 only) scatter-added. */
+ * reduced in one pass, sparse ones scatter-added. */
 static strata_status_t eng_sum_into(const eng_update_t *u, strata_dtype_t dtype,
                                     void *dst, const eng_src_t *srcs,
                                     size_t nsrc, size_t count, double scale,
@@ -53,7 +53,7 @@ static strata_status_t eng_sum_into(const eng_update_t *u, strata_dtype_t dtype,
         memset(dst, 0, count * strata_dtype_size(dtype));
     for (size_t i = 0; st == STRATA_OK && i < nsrc; i++)
         if (srcs[i].nsparse != ENG_SRC_DENSE)
-            st = strata_sparse_scatter_add(dst, count, srcs[i].p,
+            st = strata_sparse_scatter_add(dtype, dst, count, srcs[i].p,
                                            srcs[i].nsparse, (float)scale);
     return st;
 }
@@ -61,31 +61,72 @@ static strata_status_t eng_sum_into(const eng_update_t *u, strata_dtype_t dtype,
 static strata_status_t eng_sgd_check(const eng_update_t *u,
                                      strata_dtype_t dtype, const char *tensor)
 {
-    if (dtype == STRATA_FP32)
+    if (dtype != STRATA_FP64) /* fp32, or 16-bit with a master copy */
         return STRATA_OK;
     if (dtype == STRATA_FP64 && u->momentum == 0 && u->weight_decay == 0)
         return STRATA_OK;
-    util_error("tensor '%s' is %s: the aggregators' SGD keeps %s models "
-               "only %s (use fp32, or STRATA_OPTIMIZER=sum and update on the "
-               "workers)",
-               tensor, strata_dtype_name(dtype), strata_dtype_name(dtype),
-               dtype == STRATA_FP64 ? "without momentum or weight decay"
-                                    : "once an fp32 master copy exists");
+    util_error("tensor '%s' is fp64: the aggregators' SGD keeps fp64 models "
+               "only without momentum or weight decay (use fp32, or "
+               "STRATA_OPTIMIZER=sum and update on the workers)",
+               tensor);
     return STRATA_ERR_UNSUPPORTED;
+}
+
+/* The sum of a 16-bit partition's sources in fp32 (scratch): dense ones
+ * widened, sparse ones scatter-added. */
+static strata_status_t eng_sum_f32(const eng_update_t *u, strata_dtype_t dtype,
+                                   const eng_src_t *srcs, size_t nsrc,
+                                   size_t count)
+{
+    float *sum = u->scratch;
+    memset(sum, 0, count * sizeof(float));
+    strata_status_t st = STRATA_OK;
+    for (size_t i = 0; st == STRATA_OK && i < nsrc; i++)
+        st = srcs[i].nsparse == ENG_SRC_DENSE
+                 ? strata_axpy(dtype, sum, srcs[i].p, count, 1.0f)
+                 : strata_sparse_scatter_add(STRATA_FP32, sum, count, srcs[i].p,
+                                             srcs[i].nsparse, 1.0f);
+    return st;
+}
+
+/* SGD on a 16-bit partition's fp32 master copy, then out = the master
+ * rounded. */
+static strata_status_t
+eng_sgd_master(const eng_update_t *u, const strata_sgd_t *sgd,
+               strata_dtype_t dtype, void *out, float *master, float *momentum,
+               const eng_src_t *srcs, size_t nsrc, size_t count)
+{
+    size_t ndense = eng_dense_of(u, srcs, nsrc);
+    strata_status_t st;
+    if (ndense == nsrc && nsrc <= STRATA_REDUCE_MAX_SOURCES) {
+        st = strata_sgd_update_sum_mt(u->pool, sgd, dtype, master, momentum,
+                                      u->dense, nsrc, count);
+    } else {
+        st = eng_sum_f32(u, dtype, srcs, nsrc, count);
+        if (st == STRATA_OK)
+            st = strata_sgd_update(sgd, STRATA_FP32, master, momentum,
+                                   u->scratch, count);
+    }
+    return st == STRATA_OK ? strata_master_store(dtype, out, master, count)
+                           : st;
 }
 
 static strata_status_t eng_sgd_apply(const eng_update_t *u,
                                      strata_dtype_t dtype, void *out,
-                                     float *momentum, const eng_src_t *srcs,
-                                     size_t nsrc, size_t count, double scale)
+                                     float *master, float *momentum,
+                                     const eng_src_t *srcs, size_t nsrc,
+                                     size_t count, double scale)
 {
-    if (u->momentum == 0 && u->weight_decay == 0)
-        return eng_sum_into(u, dtype, out, srcs, nsrc, count, -u->lr * scale,
-                            1);
     strata_sgd_t sgd = {.lr = (float)u->lr,
                         .momentum = (float)u->momentum,
                         .weight_decay = (float)u->weight_decay,
                         .grad_scale = (float)scale};
+    if (master)
+        return eng_sgd_master(u, &sgd, dtype, out, master, momentum, srcs, nsrc,
+                              count);
+    if (u->momentum == 0 && u->weight_decay == 0)
+        return eng_sum_into(u, dtype, out, srcs, nsrc, count, -u->lr * scale,
+                            1);
     size_t ndense = eng_dense_of(u, srcs, nsrc);
     if (ndense == nsrc && nsrc <= STRATA_REDUCE_MAX_SOURCES)
         /* sum and step in one pass */
@@ -107,10 +148,11 @@ static strata_status_t eng_any_check(const eng_update_t *u,
 
 static strata_status_t eng_sum_apply(const eng_update_t *u,
                                      strata_dtype_t dtype, void *out,
-                                     float *momentum, const eng_src_t *srcs,
-                                     size_t nsrc, size_t count, double scale)
+                                     float *master, float *momentum,
+                                     const eng_src_t *srcs, size_t nsrc,
+                                     size_t count, double scale)
 {
-    (void)momentum;
+    (void)master, (void)momentum;
     return eng_sum_into(u, dtype, out, srcs, nsrc, count, scale, 0);
 }
 
@@ -128,10 +170,11 @@ static strata_status_t eng_delta_check(const eng_update_t *u,
 
 static strata_status_t eng_delta_apply(const eng_update_t *u,
                                        strata_dtype_t dtype, void *out,
-                                       float *momentum, const eng_src_t *srcs,
-                                       size_t nsrc, size_t count, double scale)
+                                       float *master, float *momentum,
+                                       const eng_src_t *srcs, size_t nsrc,
+                                       size_t count, double scale)
 {
-    (void)momentum;
+    (void)master, (void)momentum;
     return eng_sum_into(u, dtype, out, srcs, nsrc, count, scale, 1);
 }
 

@@ -3,7 +3,10 @@
  * ops table chosen by the policy and STRATA_OPTIMIZER:
  *   sgd    the model (the out buffer, in the tensors' dtype) takes an SGD
  *          step with momentum and weight decay on the scaled sum; without
- *          momentum and weight decay this is one pass: out += -lr*scale*sum
+ *          momentum and weight decay this is one pass: out += -lr*scale*sum.
+ *          An fp16 or bf16 model is an fp32 master copy that takes the step
+ *          and is rounded into out after each (so that steps smaller than
+ *          half a 16-bit ulp still add up)
  *   sum    out = scale * sum: workers receive the reduced gradients
  *   delta  (esync, fedavg) out += scale * sum of model deltas, where scale
  *          is lr_g over the number of deltas (or their total local steps)
@@ -34,7 +37,8 @@ typedef struct eng_update {
     const struct eng_update_ops *ops;
     double lr, momentum, weight_decay;
     strata_reduce_pool_t *pool;
-    void *scratch; /* a partition's worth, for the sum before an SGD step */
+    void *scratch; /* a partition's worth (in fp32 for 16-bit ones), for the
+                      sum before an SGD step */
     const void **dense; /* [max sources]: the dense ones of a call */
 } eng_update_t;
 
@@ -43,11 +47,14 @@ typedef struct eng_update_ops {
     /* Whether partitions of this dtype can be updated (logged if not). */
     strata_status_t (*check)(const eng_update_t *u, strata_dtype_t dtype,
                              const char *tensor);
-    /* Whether the rule keeps state beyond out (momentum buffers, in fp32). */
+    /* Whether the rule keeps state beyond out in fp32: momentum buffers,
+     * and master copies of fp16 and bf16 partitions. */
     int needs_momentum;
+    /* master: the fp32 master copy of a 16-bit out, or NULL. */
     strata_status_t (*apply)(const eng_update_t *u, strata_dtype_t dtype,
-                             void *out, float *momentum, const eng_src_t *srcs,
-                             size_t nsrc, size_t count, double scale);
+                             void *out, float *master, float *momentum,
+                             const eng_src_t *srcs, size_t nsrc, size_t count,
+                             double scale);
 } eng_update_ops_t;
 
 /* From STRATA_OPTIMIZER, STRATA_LR, STRATA_MOMENTUM, STRATA_WEIGHT_DECAY;

@@ -106,6 +106,11 @@ strata_status_t strata_reduce_acc_mt(strata_reduce_pool_t *pool,
 
 /* ---- optimizer updates on an fp32 master copy --------------------------- */
 
+/* dst[i] = master[i] rounded to dtype (to nearest even): the model a 16-bit
+ * tensor's fp32 master copy gives. dst must not overlap master. */
+strata_status_t strata_master_store(strata_dtype_t dtype, void *dst,
+                                    const float *master, size_t count);
+
 /* y[i] += alpha * x[i]; y is fp32, x is fp32, fp16 or bf16. */
 strata_status_t strata_axpy(strata_dtype_t x_dtype, float *y, const void *x,
                             size_t count, float alpha);
@@ -193,11 +198,24 @@ strata_status_t strata_topk_sparsify(strata_topk_t *topk, float *residual,
 strata_status_t strata_topk_exact(strata_topk_t *topk, const float *x,
                                   size_t count, size_t k, strata_sparse_t *out);
 
-/* dst[e.index] += scale * e.value for every entry (repeated indices add up).
- * An index >= count is STRATA_ERR_RANGE, and then dst is left untouched. */
-strata_status_t strata_sparse_scatter_add(float *dst, size_t count,
+/* dst[e.index] += scale * e.value for every entry (repeated indices add up),
+ * dst of any dtype: an fp16 or bf16 element is widened to fp32, added to,
+ * and rounded once per entry (to nearest even), as strata_reduce_acc does
+ * for a dense source. An index >= count is STRATA_ERR_RANGE, and then dst is
+ * left untouched. */
+strata_status_t strata_sparse_scatter_add(strata_dtype_t dtype, void *dst,
+                                          size_t count,
                                           const strata_sparse_t *entries,
                                           size_t nentries, float scale);
+
+/* A dense send of an fp32 residual as dtype (GDTopK's flush):
+ *   dst[i] = residual[i] rounded to dtype (to nearest even);
+ *   residual[i] -= dst[i]   (exact: what rounding left out stays behind)
+ * so what was sent plus the residual still equals the sum of the gradients;
+ * for fp32 and fp64 the residual becomes 0. dst must not overlap residual.
+ */
+strata_status_t strata_residual_flush(strata_dtype_t dtype, void *dst,
+                                      float *residual, size_t count);
 
 /* ---- checksums ---------------------------------------------------------- */
 

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "agg/convert.h"
 #include "engine/aggregator.h"
 #include "engine/coord.h"
 #include "engine/worker.h"
@@ -28,8 +29,11 @@
 #define NA 2000 /* floats of tensor a */
 #define NB 1000 /* floats of tensor b */
 
+#define NH 4096 /* halves of tensor h (two partitions) */
+
 typedef struct wbufs {
     float a[NA], b[NB], ga[NA], gb[NB];
+    uint16_t h[NH], gh[NH];
 } wbufs_t;
 
 typedef struct job {
@@ -62,7 +66,8 @@ static void rank_start(int r, const char *const *extra)
     for (size_t i = 0; extra && extra[i]; i++)
         settings[n++] = extra[i];
     strata_ctx_t *ctx;
-    assert_int_equal(eng_ctx_create(settings, &ctx), STRATA_OK);
+    if (eng_ctx_create(settings, &ctx) != STRATA_OK)
+        fail_msg("rank %d: bad settings: %s", r, test_log.last);
     /* One job: each context of the process counts as a later job else. */
     ctx->launch.incarnation = 42;
     ctx->coord_tp = fake_tp_open();
@@ -147,23 +152,39 @@ static strata_request_t *submit(strata_ctx_t *ctx, eng_cmd_type_t type)
     return cmd.req;
 }
 
-/* Every worker registers a (NA floats) and b (NB floats) and commits;
- * worker 0's parameters are the initial model. */
-static void job_commit(void)
+/* Worker r registers a (NA floats) and b (NB floats); worker 0's parameters
+ * are the initial model. */
+static void register_ab(int r)
+{
+    wbufs_t *b = &job.buf[r];
+    for (int i = 0; i < NA; i++)
+        b->a[i] = r == job.naggs ? (float)i * 0.25f : 1000.0f;
+    for (int i = 0; i < NB; i++)
+        b->b[i] = r == job.naggs ? (float)i * -0.5f : 1000.0f;
+    eng_tensor_desc_t da = {.name = "a", .dtype = STRATA_FP32, .count = NA};
+    eng_tensor_desc_t db = {.name = "b", .dtype = STRATA_FP32, .count = NB};
+    assert_int_equal(eng_worker_register(job.ctx[r], &da, b->a, b->ga, NULL),
+                     STRATA_OK);
+    assert_int_equal(eng_worker_register(job.ctx[r], &db, b->b, b->gb, NULL),
+                     STRATA_OK);
+}
+
+/* Worker r registers h (NH fp16 halves, zero). */
+static void register_h(int r)
+{
+    wbufs_t *b = &job.buf[r];
+    memset(b->h, 0, sizeof(b->h));
+    eng_tensor_desc_t dh = {.name = "h", .dtype = STRATA_FP16, .count = NH};
+    assert_int_equal(eng_worker_register(job.ctx[r], &dh, b->h, b->gh, NULL),
+                     STRATA_OK);
+}
+
+/* Every worker registers its tensors (reg) and commits. */
+static void job_commit_with(void (*reg)(int r))
 {
     strata_request_t *req[MAX_RANKS];
     for (int r = job.naggs; r < job.size; r++) {
-        wbufs_t *b = &job.buf[r];
-        for (int i = 0; i < NA; i++)
-            b->a[i] = r == job.naggs ? (float)i * 0.25f : 1000.0f;
-        for (int i = 0; i < NB; i++)
-            b->b[i] = r == job.naggs ? (float)i * -0.5f : 1000.0f;
-        eng_tensor_desc_t da = {.name = "a", .dtype = STRATA_FP32, .count = NA};
-        eng_tensor_desc_t db = {.name = "b", .dtype = STRATA_FP32, .count = NB};
-        assert_int_equal(
-            eng_worker_register(job.ctx[r], &da, b->a, b->ga, NULL), STRATA_OK);
-        assert_int_equal(
-            eng_worker_register(job.ctx[r], &db, b->b, b->gb, NULL), STRATA_OK);
+        reg(r);
         assert_int_equal(eng_worker_commit_start(job.ctx[r], &req[r]),
                          STRATA_OK);
     }
@@ -171,6 +192,11 @@ static void job_commit(void)
     for (int r = job.naggs; r < job.size; r++)
         assert_int_equal(eng_worker_commit_end(job.ctx[r], req[r], 0),
                          STRATA_OK);
+}
+
+static void job_commit(void)
+{
+    job_commit_with(register_ab);
 }
 
 /* Worker r's gradients: a constant per tensor. */
@@ -650,6 +676,97 @@ static void aggregator_lost_mid_round(void **state)
     job_end();
 }
 
+/* Both workers push clock c and pull its model. */
+static void step_both(int64_t c)
+{
+    strata_request_t *ps[2], *pl[2];
+    for (int w = 0; w < 2; w++) {
+        ps[w] = push(1 + w);
+        pl[w] = pull(1 + w, c + 1);
+    }
+    pump();
+    for (int w = 0; w < 2; w++) {
+        assert_int_equal(wait_done(&ps[w]), STRATA_OK);
+        assert_int_equal(wait_done(&pl[w]), STRATA_OK);
+    }
+}
+
+/* GDTopK on an fp16 tensor under gssp: in the warm-up its pushes are dense
+ * (8-byte entries would outweigh 2-byte halves), at the steady ratio sparse
+ * entries whose fp32 values the aggregator adds into the model's fp32
+ * master copy, and what was not sent stays in the worker's residual. SGD
+ * with lr 0.5 on the 1/N-scaled sum: each step moves the model by -sum/4. */
+static void gdtopk_on_fp16(void **state)
+{
+    (void)state;
+    const char *extra[] = {"POLICY=gssp", "GROUPING=manual:0,0", "GDTOPK=1",
+                           "TOPK_FLUSH_EPOCHS=1000", NULL};
+    job_start(3, 1, extra);
+    job_commit_with(register_h);
+    strata_ctx_t *agg = job.ctx[0];
+    for (int i = 0; i < NH; i++) {
+        job.buf[1].gh[i] = agg_f32_to_f16(1.0f);
+        job.buf[2].gh[i] = agg_f32_to_f16(3.0f);
+    }
+    step_both(0);
+    uint64_t dense = atomic_load(&agg->cnt.bytes_pushed);
+    assert_int_equal(dense, 2 * NH * 2);
+    for (int r = 1; r < 3; r++)
+        for (int i = 0; i < NH; i++)
+            assert_int_equal(job.buf[r].h[i], agg_f32_to_f16(-1.0f));
+
+    /* Epoch 5 ended: the steady ratio, 0.004 of 2048 halves (9 entries a
+     * partition, 72 bytes). Worker 1 has 8 large entries and 8 small ones a
+     * partition: the large ones and the first small one are sent. */
+    for (int r = 1; r < 3; r++) {
+        eng_cmd_t cmd = {.type = ENG_CMD_EPOCH};
+        cmd.u.epoch.epoch = 5;
+        assert_int_equal(eng_cmd_submit(job.ctx[r], &cmd), STRATA_OK);
+    }
+    pump();
+    for (int i = 0; i < NH; i++) {
+        float g1 = i % 256 == 7 ? 100.0f : i % 256 == 100 ? 0.25f : 0.0f;
+        float g2 = i % 512 == 3 ? -6.0f : 0.0f;
+        job.buf[1].gh[i] = agg_f32_to_f16(g1);
+        job.buf[2].gh[i] = agg_f32_to_f16(g2);
+    }
+    step_both(1);
+    uint64_t sparse = atomic_load(&agg->cnt.bytes_pushed) - dense;
+    assert_int_equal(sparse, 2 * 2 * 9 * sizeof(strata_sparse_t));
+    for (int i = 0; i < NH; i++) {
+        float want = i % 256 == 7      ? -26.0f
+                     : i % 512 == 3    ? 0.5f
+                     : i % 2048 == 100 ? -1.0625f
+                                       : -1.0f;
+        if (job.buf[1].h[i] != agg_f32_to_f16(want) ||
+            job.buf[2].h[i] != job.buf[1].h[i])
+            fail_msg("h[%d] = %g and %g, expected %g", i,
+                     (double)agg_f16_to_f32(job.buf[1].h[i]),
+                     (double)agg_f16_to_f32(job.buf[2].h[i]), (double)want);
+    }
+
+    /* No new gradient: the residual's next largest go out. */
+    memset(job.buf[1].gh, 0, sizeof(job.buf[1].gh));
+    memset(job.buf[2].gh, 0, sizeof(job.buf[2].gh));
+    step_both(2);
+    for (int i = 0; i < NH; i++) {
+        float want = i % 256 == 7     ? -26.0f
+                     : i % 512 == 3   ? 0.5f
+                     : i % 256 == 100 ? -1.0625f
+                                      : -1.0f;
+        if (job.buf[1].h[i] != agg_f32_to_f16(want))
+            fail_msg("h[%d] = %g, expected %g from the residual", i,
+                     (double)agg_f16_to_f32(job.buf[1].h[i]), (double)want);
+    }
+    strata_request_t *fin[MAX_RANKS];
+    for (int r = 0; r < job.size; r++)
+        fin[r] = submit(job.ctx[r], ENG_CMD_FINALIZE);
+    pump();
+    for (int r = 0; r < job.size; r++)
+        assert_int_equal(wait_done(&fin[r]), STRATA_OK);
+    job_end();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -671,6 +788,8 @@ int main(void)
                                         test_log_teardown),
         cmocka_unit_test_setup_teardown(aggregator_lost_mid_round,
                                         test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(gdtopk_on_fp16, test_log_setup,
+                                        test_log_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
