@@ -2,3 +2,6 @@
 strata_add_fuzz_target(NAME fuzz_tcp_header SOURCES fuzz_tcp_header.c)
 strata_add_fuzz_target(NAME fuzz_shm_ring SOURCES fuzz_shm_ring.c)
 strata_add_fuzz_target(NAME fuzz_auth SOURCES fuzz_auth.c)
+# The engine's messages from connections that are no member of the job.
+strata_add_fuzz_target(NAME fuzz_engine_stray SOURCES fuzz_engine_stray.c
+                       ${PROJECT_SOURCE_DIR}/tests/unit/engine/fake_tp.c)
