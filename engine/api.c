@@ -44,11 +44,12 @@ strata_status_t strata_init_with(const char *const *settings,
     st = eng_boot_prepare(ctx);
     if (st == STRATA_OK)
         st = eng_loop_start(ctx);
-    /* The progress thread fails the join itself at the deadline (plus a
-     * grace of at most a second for the coordinator's word), with the
-     * reason; this wait only backs it up. */
+    /* The progress thread fails the join itself at the deadline, with the
+     * reason, after asking the coordinator (which may take another
+     * STRATA_TIMEOUT_MS: eng_fail_soon); this wait only backs it up. */
     if (st == STRATA_OK)
-        st = util_gate_wait(&ctx->joined, 1, ctx->join_timeout_ms + 2000);
+        st = util_gate_wait(&ctx->joined, 1,
+                            ctx->join_timeout_ms + ctx->timeout_ms + 2000);
     if (st == STRATA_ERR_TIMEOUT && eng_fatal(ctx) == STRATA_OK)
         util_error("strata_init: the job did not come together within %s=%d",
                    ctx->join_timeout_name, ctx->join_timeout_ms);
