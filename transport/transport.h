@@ -209,8 +209,9 @@ const char *tp_ep_peer(const tp_ep_t *ep);
  * caller, which knows whether it will try again, reports it (with this). */
 const char *tp_ep_error(const tp_ep_t *ep);
 /* Closes at once; pending posts complete with STRATA_ERR_CANCELED events
- * during the next tp_progress(), and no event names ep after that. Events
- * of the batch in hand that name ep stay safe to read until then:
+ * (completions already queued are reported too), and no event names ep
+ * after them. Events that name ep, in the batch in hand or in one a later
+ * tp_progress() returns, stay safe to read until the call after that:
  * tp_ep_ctx() of a closed endpoint is NULL. */
 void tp_ep_close(tp_ep_t *ep);
 

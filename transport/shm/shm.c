@@ -251,14 +251,15 @@ static strata_status_t tp_shm_poll(tp_shm_ctx_t *ctx)
     return STRATA_OK;
 }
 
+/* A closed endpoint is freed by the next progress call, once its last
+ * event was read. */
 static void tp_shm_reported(void *arg, tp_evq_item_t *it)
 {
     (void)arg;
     tp_shm_ep_t *ep = tp_shm_ep(it->ev.ep);
     if (it->ev.type == TP_EV_WRITE_DONE || it->ev.type == TP_EV_SEND_DONE)
         ep->unreported--;
-    if (--ep->events == 0 && ep->closed)
-        tp_shm_ep_free(ep);
+    ep->events--;
 }
 
 /* Rings are polled on every call, without a system call; the sockets
@@ -270,6 +271,14 @@ static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
     util_list_t *pos, *tmp;
+    /* Closed endpoints no event names any more: the caller has read the
+     * batch that named them last, the one the previous call returned. */
+    util_list_for_each_safe(pos, tmp, &ctx->graveyard)
+    {
+        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, link);
+        if (ep->events == 0)
+            tp_shm_ep_free(ep);
+    }
     tp_evq_begin(&ctx->evq);
     uint64_t now = util_now_ns(); /* vDSO: no system call */
     if (now >= ctx->next_poll_ns) {
@@ -285,12 +294,6 @@ static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
             tp_shm_drain(ep);
     }
     *n_out = tp_evq_report(&ctx->evq, events, max, tp_shm_reported, ctx);
-    util_list_for_each_safe(pos, tmp, &ctx->graveyard)
-    {
-        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, link);
-        if (ep->events == 0)
-            tp_shm_ep_free(ep);
-    }
     return STRATA_OK;
 }
 

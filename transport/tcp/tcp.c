@@ -227,15 +227,15 @@ static strata_status_t tp_tcp_poll(tp_tcp_ctx_t *ctx)
     return STRATA_OK;
 }
 
-/* An event left the queue: free what it held. */
+/* An event left the queue: free what it held. A closed endpoint is freed
+ * by the next progress call, once its last event was read. */
 static void tp_tcp_reported(void *arg, tp_evq_item_t *it)
 {
     (void)arg;
     tp_tcp_ep_t *ep = tp_tcp_ep(it->ev.ep);
     if (it->ev.type == TP_EV_WRITE_DONE || it->ev.type == TP_EV_SEND_DONE)
         tp_tcp_op_reported(ep, it->slot);
-    if (--ep->events == 0 && ep->closed)
-        tp_tcp_ep_free(ep);
+    ep->events--;
 }
 
 static strata_status_t tp_tcp_progress(tp_ctx_t *base, tp_event_t *events,
@@ -243,6 +243,15 @@ static strata_status_t tp_tcp_progress(tp_ctx_t *base, tp_event_t *events,
 {
     tp_tcp_ctx_t *ctx = tp_tcp_ctx(base);
     util_list_t *pos, *tmp;
+    /* Closed endpoints (or ones that failed their handshake, never the
+     * user's) no event names any more: the caller has read the batch that
+     * named them last, the one the previous call returned. */
+    util_list_for_each_safe(pos, tmp, &ctx->graveyard)
+    {
+        tp_tcp_ep_t *ep = util_container_of(pos, tp_tcp_ep_t, link);
+        if (ep->events == 0)
+            tp_tcp_ep_free(ep);
+    }
     tp_evq_begin(&ctx->evq);
     strata_status_t st = tp_tcp_poll(ctx);
     if (st != STRATA_OK)
@@ -252,13 +261,6 @@ static strata_status_t tp_tcp_progress(tp_ctx_t *base, tp_event_t *events,
     util_list_for_each_safe(pos, tmp, &ctx->tx_ready)
         tp_tcp_flush(util_container_of(pos, tp_tcp_ep_t, tx_link));
     *n_out = tp_evq_report(&ctx->evq, events, max, tp_tcp_reported, ctx);
-    /* Endpoints that failed their handshake were never the user's. */
-    util_list_for_each_safe(pos, tmp, &ctx->graveyard)
-    {
-        tp_tcp_ep_t *ep = util_container_of(pos, tp_tcp_ep_t, link);
-        if (ep->events == 0)
-            tp_tcp_ep_free(ep);
-    }
     return STRATA_OK;
 }
 
