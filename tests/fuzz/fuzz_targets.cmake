@@ -5,3 +5,5 @@ strata_add_fuzz_target(NAME fuzz_auth SOURCES fuzz_auth.c)
 # The engine's messages from connections that are no member of the job.
 strata_add_fuzz_target(NAME fuzz_engine_stray SOURCES fuzz_engine_stray.c
                        ${PROJECT_SOURCE_DIR}/tests/unit/engine/fake_tp.c)
+# A layout as a member sends it (LAYOUT, TENSORS).
+strata_add_fuzz_target(NAME fuzz_engine_layout SOURCES fuzz_engine_layout.c)
