@@ -416,6 +416,31 @@ strata_status_t strata_metrics(strata_ctx_t *ctx, strata_metrics_t *m_out)
     return STRATA_OK;
 }
 
+strata_status_t strata_report(strata_ctx_t *ctx, const char *json)
+{
+    if (!ctx || !json) {
+        util_error("strata_report: ctx and json must not be NULL");
+        return STRATA_ERR_INVALID;
+    }
+    size_t len = strlen(json);
+    if (len >= STRATA_REPORT_MAX || len < 2 || json[0] != '{' ||
+        json[len - 1] != '}' || strpbrk(json, "\r\n")) {
+        util_error("strata_report: expected one JSON object of fewer than %d "
+                   "bytes on one line, got %zu bytes starting '%.16s'",
+                   STRATA_REPORT_MAX, len, json);
+        return STRATA_ERR_INVALID;
+    }
+    char *copy = util_strdup(json);
+    if (!copy) {
+        util_error("strata_report: out of memory for %zu bytes", len);
+        return STRATA_ERR_NOMEM;
+    }
+    /* Read by the progress thread when it says BYE. */
+    util_free(
+        atomic_exchange_explicit(&ctx->report, copy, memory_order_acq_rel));
+    return STRATA_OK;
+}
+
 strata_status_t strata_group_clocks(strata_ctx_t *ctx, int64_t *clocks,
                                     size_t max, size_t *ngroups_out)
 {

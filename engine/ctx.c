@@ -35,6 +35,7 @@ void eng_ctx_free(strata_ctx_t *ctx)
     eng_req_pool_free(ctx);
     eng_policy_free(ctx->policy);
     eng_config_free(ctx->cfg);
+    util_free(atomic_load(&ctx->report));
     util_free(ctx);
 }
 

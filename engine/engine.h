@@ -261,6 +261,7 @@ struct strata_ctx {
     char fatal_msg[1024];
     _Atomic bool fatal_text;
     bool bye_sent;
+    _Atomic(char *) report; /* strata_report's JSON, sent with BYE */
 
     /* request pool: the application thread allocates and frees */
     eng_req_chunk_t *req_chunks, *req_last;

@@ -97,6 +97,10 @@ size_t eng_metrics_json(strata_ctx_t *ctx, char *buf, size_t cap)
                         (unsigned long long)m.staleness[b]);
         eng_jprintf(&j, "]");
     }
+    const char *report =
+        atomic_load_explicit(&ctx->report, memory_order_acquire);
+    if (report)
+        eng_jprintf(&j, ", \"report\": %s", report);
     eng_jprintf(&j, "}");
     return j.len < cap ? j.len : 0;
 }

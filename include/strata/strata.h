@@ -343,6 +343,15 @@ strata_status_t strata_group_clocks(strata_ctx_t *ctx, int64_t *clocks,
  * finalized, as JSON ({"ranks": [{"rank": 0, "role": "aggregator", ...},
  * ...]}), to path when the job ends. */
 
+/* The application's own results of this rank, one JSON object of at most
+ * STRATA_REPORT_MAX bytes on one line, which reaches rank 0 over the job:
+ * it goes with this rank's metrics when it finalizes (under "report"), so
+ * that rank 0 has every rank's results on any launcher and any host. A
+ * later call replaces it; call before strata_finalize (before strata_serve
+ * on an aggregator). */
+#define STRATA_REPORT_MAX 2048
+strata_status_t strata_report(strata_ctx_t *ctx, const char *json);
+
 /* ---- for bindings: errors, logs, settings ---- */
 
 /* The text of the last failure, for an exception's message. Once the

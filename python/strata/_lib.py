@@ -109,6 +109,7 @@ PROTOTYPES = {
     "strata_round_sync": ("strata_status_t", ("strata_ctx_t *",)),
     "strata_metrics": ("strata_status_t",
                        ("strata_ctx_t *", "strata_metrics_t *")),
+    "strata_report": ("strata_status_t", ("strata_ctx_t *", "const char *")),
     "strata_group_clocks": ("strata_status_t",
                             ("strata_ctx_t *", "int64_t *", "size_t",
                              "size_t *")),
