@@ -39,6 +39,7 @@ enum {
     OPT_DATA,
     OPT_LAUNCHER,
     OPT_WORKER,
+    OPT_JOB,
     OPT_HELP,
 };
 
@@ -71,6 +72,7 @@ static const struct option options[] = {
     {"data", required_argument, NULL, OPT_DATA},
     {"launcher", required_argument, NULL, OPT_LAUNCHER},
     {"worker", required_argument, NULL, OPT_WORKER},
+    {"job", no_argument, NULL, OPT_JOB},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -125,6 +127,11 @@ void perf_cli_usage(FILE *out)
         "  --no-plot           draw nothing\n"
         "  --data DIR          IDX files (" PERF_DATA_DIR ")\n"
         "  --launcher PATH     strata-run to use (next to this program)\n"
+        "  --job               be one rank of a job another launcher started\n"
+        "                      (mpirun, srun, torchrun, strata-run) with one\n"
+        "                      --policy and as many worker ranks as the\n"
+        "                      scenario has workers, on any hosts: rank 0\n"
+        "                      prints the result (and --json)\n"
         "Engine settings not chosen here pass through as STRATA_* variables\n"
         "(see strata-config --list).\n");
 }
@@ -252,6 +259,10 @@ static strata_status_t apply_option(int id, const char *name, const char *arg,
         return STRATA_OK;
     case OPT_WORKER:
         cli->worker = arg;
+        return STRATA_OK;
+    case OPT_JOB:
+        cli->job = true;
+        cli->no_plot = true;
         return STRATA_OK;
     case OPT_HELP:
         cli->help = true;

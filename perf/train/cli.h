@@ -17,6 +17,7 @@ typedef struct perf_cli {
     const char *data_dir; /* --data DIR */
     const char *launcher; /* --launcher PATH */
     const char *worker;   /* --worker BOARD: run as a worker of a job */
+    bool job;             /* --job: a rank of a job another launcher ran */
     bool help;
 } perf_cli_t;
 

@@ -37,6 +37,11 @@ strata_status_t perf_dist_serve(perf_dist_t *d)
     return st != STRATA_OK ? st : fin;
 }
 
+int perf_dist_rank(const perf_dist_t *d)
+{
+    return strata_rank(d->ctx);
+}
+
 int perf_dist_worker(const perf_dist_t *d)
 {
     return strata_worker_index(d->ctx);
@@ -101,6 +106,11 @@ void perf_dist_traffic(perf_dist_t *d, uint64_t *pushed_out,
         return; /* the counters keep their last values */
     *pushed_out = m.bytes_pushed;
     *pulled_out = m.bytes_pulled;
+}
+
+strata_status_t perf_dist_report(perf_dist_t *d, const char *json)
+{
+    return strata_report(d->ctx, json); /* logged by Strata */
 }
 
 strata_status_t perf_dist_leave(perf_dist_t *d)

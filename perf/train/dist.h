@@ -28,6 +28,7 @@ strata_status_t perf_dist_join(perf_dist_t **dist_out);
 bool perf_dist_is_aggregator(const perf_dist_t *d);
 strata_status_t perf_dist_serve(perf_dist_t *d);
 
+int perf_dist_rank(const perf_dist_t *d);
 int perf_dist_worker(const perf_dist_t *d); /* 0..workers-1 */
 int perf_dist_workers(const perf_dist_t *d);
 int perf_dist_group(const perf_dist_t *d);
@@ -56,6 +57,10 @@ strata_status_t perf_dist_round(perf_dist_t *d, double step_s,
 /* Bytes this worker has pushed and received. */
 void perf_dist_traffic(perf_dist_t *d, uint64_t *pushed_out,
                        uint64_t *pulled_out);
+
+/* This worker's results (one JSON object), which reach rank 0 with its
+ * metrics when it leaves the job. */
+strata_status_t perf_dist_report(perf_dist_t *d, const char *json);
 
 /* Leave the job (waiting for what is outstanding) and free dist. */
 strata_status_t perf_dist_leave(perf_dist_t *d);

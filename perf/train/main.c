@@ -11,6 +11,7 @@
 #include <cblas.h>
 
 #include "perf/train/cli.h"
+#include "perf/train/job.h"
 #include "perf/train/log.h"
 #include "perf/train/report.h"
 #include "perf/train/run.h"
@@ -98,6 +99,8 @@ int main(int argc, char **argv)
     }
     if (cli.worker)
         return perf_worker_main(cli.worker);
+    if (cli.job)
+        return perf_job_main(&cli);
     openblas_set_num_threads(1);
     catch_signals();
     return compare(&cli);

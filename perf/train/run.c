@@ -244,15 +244,10 @@ static void setenv_fmt(const char *key, const char *fmt, ...)
     setenv(key, value, 1);
 }
 
-/* The STRATA_* settings of a policy's job. Settings the driver does not
- * choose (e.g. STRATA_STALENESS_COST) pass through from the user's environment.
- */
-static void set_job_env(const perf_driver_t *d, const perf_policy_t *p)
+void perf_policy_setenv(const perf_scenario_t *sc, const perf_policy_t *p,
+                        size_t model_bytes)
 {
-    const perf_scenario_t *sc = &d->sc;
-    size_t model_bytes = perf_mlp_param_count(&d->dims) * sizeof(float);
     setenv("STRATA_POLICY", p->engine, 1);
-    setenv("STRATA_TRANSPORT", "shm", 1);
     setenv_fmt("STRATA_NUM_AGGREGATORS", "%d", sc->aggregators);
     setenv_fmt("STRATA_PARTITION_BYTES", "%zu",
                perf_partition_bytes(model_bytes, sc->aggregators));
@@ -286,7 +281,8 @@ static strata_status_t launch(perf_driver_t *d, const perf_policy_t *p,
     if (pid == 0) {
         setpgid(0, 0);
         if (p->drive != PERF_DRIVE_LOCAL)
-            set_job_env(d, p);
+            perf_policy_setenv(&d->sc, p,
+                               perf_mlp_param_count(&d->dims) * sizeof(float));
         execv(argv[0], argv);
         fprintf(stderr, "strata-train: error: cannot run %s: %s\n", argv[0],
                 strerror(errno));

@@ -16,6 +16,7 @@
 
 typedef struct worker {
     perf_board_t *board;
+    perf_worker_job_t *job; /* --job: no driver */
     const perf_scenario_t *sc;
     const perf_policy_t *policy;
     perf_dist_t *dist; /* NULL for the local policy */
@@ -96,13 +97,30 @@ static strata_status_t setup_model(worker_t *w)
     return st;
 }
 
-/* This worker's shard, written by the driver, and its pace. */
+/* Under --job, this worker's shard cut from the training set in memory,
+ * as the driver cuts it. */
+static strata_status_t cut_shard(worker_t *w)
+{
+    uint32_t *idx;
+    size_t count;
+    strata_status_t st =
+        perf_shard_make(w->job->train, w->workers, w->index, w->sc->noniid,
+                        w->sc->seed, &idx, &count);
+    if (st != STRATA_OK)
+        return st;
+    st = perf_dataset_subset(w->job->train, idx, count, &w->train);
+    free(idx);
+    return st;
+}
+
+/* This worker's shard, written by the driver or cut here, and its pace. */
 static strata_status_t setup_shard(worker_t *w)
 {
     char split[64];
     snprintf(split, sizeof(split), "shard-%d-of-%d", w->index, w->workers);
     strata_status_t st =
-        perf_dataset_load(w->board->data_dir, split, &w->train);
+        w->job ? cut_shard(w)
+               : perf_dataset_load(w->board->data_dir, split, &w->train);
     if (st != STRATA_OK)
         return st;
     w->train.scale = w->board->input_scale;
@@ -138,6 +156,21 @@ static void minibatch(worker_t *w)
     perf_mlp_loss_grad(w->work, w->params, w->x, w->y, b, w->grads);
 }
 
+/* Under --job, the reporter keeps a global model every --eval-every. */
+static void keep_snapshot(worker_t *w)
+{
+    perf_snaps_t *s = w->job ? w->job->snaps : NULL;
+    int64_t now = perf_now_ns(), every = (int64_t)(s ? s->every_s * 1e9 : 0);
+    if (!s || s->n == s->cap || now < s->next_ns)
+        return;
+    memcpy(s->model + s->n * s->params, w->params, s->params * sizeof(float));
+    s->t_s[s->n++] = (double)(now - w->t0_ns) * 1e-9;
+    if (s->next_ns == 0)
+        s->next_ns = w->t0_ns;
+    while (s->next_ns <= now)
+        s->next_ns += every;
+}
+
 /* Progress on the board; the model too when the driver asked for it and
  * params hold a global model. */
 static void publish(worker_t *w, bool global)
@@ -156,8 +189,10 @@ static void publish(worker_t *w, bool global)
         atomic_store_explicit(&s->group, perf_dist_group(w->dist),
                               memory_order_relaxed);
     }
-    if (w->reporter && global)
+    if (w->reporter && global) {
         perf_board_offer(w->board, w->params);
+        keep_snapshot(w);
+    }
 }
 
 /* At the end of each pass over the shard: GDTopK's schedule follows the
@@ -250,6 +285,8 @@ static strata_status_t join(worker_t *w, bool *served_out)
     strata_status_t st = perf_dist_join(&w->dist);
     if (st != STRATA_OK)
         return st;
+    if (w->job)
+        w->job->rank_out = perf_dist_rank(w->dist);
     if (perf_dist_is_aggregator(w->dist)) {
         *served_out = true;
         st = perf_dist_serve(w->dist);
@@ -259,8 +296,8 @@ static strata_status_t join(worker_t *w, bool *served_out)
     w->index = perf_dist_worker(w->dist);
     w->workers = perf_dist_workers(w->dist);
     if (w->workers != w->board->workers) {
-        perf_error("the job has %d workers, the scenario %d: launch it "
-                   "through strata-train",
+        perf_error("the job has %d workers, the scenario %d (--speeds, "
+                   "--scenario): launch as many worker ranks as it has",
                    w->workers, w->board->workers);
         return STRATA_ERR_MISMATCH;
     }
@@ -286,8 +323,12 @@ static strata_status_t train(worker_t *w)
     if (st != STRATA_OK)
         return st;
     publish(w, false);
+    const float *final = w->global ? w->global : w->params;
     if (w->reporter)
-        perf_board_finish(w->board, w->global ? w->global : w->params);
+        perf_board_finish(w->board, final);
+    if (w->job)
+        return w->job->report(w->job->arg, w->dist, w->index, w->slot, final,
+                              w->reporter);
     return STRATA_OK;
 }
 
@@ -308,13 +349,21 @@ static void worker_free(worker_t *w)
 
 int perf_worker_main(const char *board_path)
 {
-    worker_t w = {0};
+    perf_board_t *board;
+    if (perf_board_open(board_path, &board) != STRATA_OK)
+        return 1;
+    int rc = perf_worker_run(board, NULL);
+    perf_board_close(board);
+    return rc;
+}
+
+int perf_worker_run(perf_board_t *board, perf_worker_job_t *job)
+{
+    worker_t w = {.board = board, .job = job};
     /* Each worker computes on one thread: the cores are shared by every
      * process of the job. */
     openblas_set_num_threads(1);
     perf_log_set_prefix("strata-train worker");
-    if (perf_board_open(board_path, &w.board) != STRATA_OK)
-        return 1;
     w.sc = &w.board->scenario;
     w.policy = &w.sc->policies[w.board->policy];
     bool served;
@@ -330,6 +379,5 @@ int perf_worker_main(const char *board_path)
         w.dist = NULL;
     }
     worker_free(&w);
-    perf_board_close(w.board);
     return st == STRATA_OK ? 0 : 1;
 }
