@@ -2,9 +2,7 @@
  * The aggregator's part of the policies:
  *   gssp           a regroup's plan (PLAN, PLAN_END): the moves appended to
  *                  the membership, made on each partition when due
- *   esync, fedavg  ROUND (the local steps behind a worker's deltas), and
- *                  workers dropped (DROP from the coordinator, or a lost
- *                  connection) while the others go on
+ *   esync, fedavg  ROUND (the local steps behind a worker's deltas)
  */
 #include "engine/aggregator.h"
 #include "util/log.h"
@@ -78,41 +76,6 @@ const eng_agg_policy_t eng_agg_gssp = {
 
 /* ---- esync, fedavg ---- */
 
-/* Policies that survive a lost worker (esync, fedavg) drop it: nothing it
- * may still write is taken, and the others go on without it. */
-static void eng_drop_link(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
-{
-    eng_agg_t *a = ctx->agg;
-    if (a->dropped[l->widx])
-        return;
-    util_warn("dropping %s: %s", eng_peer_name(&l->peer), why);
-    l->left = true;
-    l->peer.left = true;
-    eng_peer_close(&l->peer);
-    eng_wlink_forget(ctx, l);
-    atomic_fetch_add_explicit(&a->dropped_workers, 1, memory_order_relaxed);
-    eng_agg_worker_out(ctx, l->widx);
-}
-
-static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
-{
-    uint32_t w = eng_get_u32(r);
-    if (!eng_rbuf_ok(r) || w >= (uint32_t)ctx->nworkers)
-        return STRATA_ERR_PROTO;
-    eng_wlink_t *l = ctx->agg->links[w];
-    if (l)
-        eng_drop_link(ctx, l, "the coordinator dropped it");
-    else
-        eng_agg_worker_out(ctx, (int)w);
-    return STRATA_OK;
-}
-
-static strata_status_t eng_rounds_coord_msg(strata_ctx_t *ctx, unsigned type,
-                                            eng_rbuf_t *r)
-{
-    return type == ENG_MSG_DROP ? eng_on_drop(ctx, r) : STRATA_ERR_PROTO;
-}
-
 static bool eng_on_round(eng_wlink_t *l, eng_rbuf_t *r)
 {
     int64_t clock = eng_get_i64(r);
@@ -131,14 +94,6 @@ static bool eng_rounds_worker_msg(strata_ctx_t *ctx, eng_wlink_t *l,
     return type == ENG_MSG_ROUND && eng_on_round(l, r);
 }
 
-static bool eng_rounds_lost(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
-{
-    eng_drop_link(ctx, l, why);
-    return true;
-}
-
 const eng_agg_policy_t eng_agg_rounds = {
-    .on_coord_msg = eng_rounds_coord_msg,
     .on_worker_msg = eng_rounds_worker_msg,
-    .lost = eng_rounds_lost,
 };

@@ -4,9 +4,10 @@
  * Synchronous groups (bsp, ssp, asp, gssp with intra 0, esync, fedavg): group
  * g's next clock c on a partition is complete once every member of (g, c) —
  * the workers whose membership segment maps one of their pushes to g's clock
- * c (engine/members.h) — has landed that push, or was dropped without it.
- * Their slots are reduced in one pass, the update applied with the policy's
- * scale, and the tracker advances the group.
+ * c (engine/members.h), before the clock a dropped one is out from — has
+ * landed that push and said that it landed everywhere (PUSHED). Their slots
+ * are reduced in one pass, the update applied with the policy's scale, and
+ * the tracker advances the group.
  *
  * Apply on arrival (gssp with intra > 0): each worker's next push is applied
  * alone as soon as it lands, and the tracker advances the worker.
@@ -41,9 +42,48 @@ static uint32_t eng_steps_of(const eng_agg_t *a, uint32_t w, int64_t wc)
 typedef struct eng_unit {
     int64_t clock;  /* the group's (or, on arrival, the worker's) clock */
     size_t n;       /* sources in a->srcs */
-    uint32_t size;  /* members of (g, clock), dropped or not */
+    uint32_t size;  /* members of (g, clock) */
     uint64_t steps; /* total local steps of the sources */
 } eng_unit_t;
+
+uint32_t eng_agg_live_at(const strata_ctx_t *ctx, int64_t clock)
+{
+    const eng_agg_t *a = ctx->agg;
+    uint32_t live = (uint32_t)ctx->nworkers;
+    for (uint32_t k = 0; k < a->nshrink; k++)
+        live -= a->shrink_at[k] <= clock;
+    return live;
+}
+
+/* Whether worker w's push of clock wc may be reduced: landed here, and
+ * landed everywhere (PUSHED, or a drop's boundary says it counts). A
+ * counted push of a worker whose connection is gone that never landed is
+ * lost: the job fails naming it. */
+static bool eng_push_ready(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
+                           int64_t wc)
+{
+    eng_agg_t *a = ctx->agg;
+    bool out = a->until[w] != INT64_MAX;
+    if (ap->arrived[w] >= wc)
+        return out || a->pushed[w] >= wc;
+    if (out && (!a->links[w] || !a->links[w]->peer.ep))
+        eng_fail(ctx, STRATA_ERR_PEER,
+                 "worker rank %d is out of the job from its clock %lld on, "
+                 "but its push of clock %lld for partition %u never landed "
+                 "here",
+                 ctx->naggs + (int)w, (long long)a->until[w], (long long)wc,
+                 ap->index);
+    return false;
+}
+
+/* Remember whose pushes a unit applied (retiring needs it). */
+static void eng_add_src(eng_agg_t *a, const eng_apart_t *ap, size_t k,
+                        uint32_t w, int64_t wc)
+{
+    a->srcs[k] = eng_src_of(a, ap, w, wc);
+    a->src_w[k] = w;
+    a->src_wc[k] = wc;
+}
 
 /* Group g's next clock on the partition, if every live member landed it. */
 static bool eng_group_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
@@ -60,17 +100,16 @@ static bool eng_group_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
     for (uint32_t k = 0; k < nmem; k++) {
         uint32_t w = mem[k], seg;
         int64_t wc;
-        if (!eng_members_at(a->members, w, g, c, &seg, &wc))
+        if (!eng_members_at(a->members, w, g, c, &seg, &wc) ||
+            wc >= a->until[w])
             continue;
         u->size++;
-        bool landed = ap->arrived[w] >= wc;
-        if (a->dropped[w] && !landed)
-            continue;
         uint32_t steps = by_steps ? eng_steps_of(a, w, wc) : 0;
-        if (!landed || (ap->seg_at[w] < seg && !a->dropped[w]) ||
+        if (!eng_push_ready(ctx, ap, w, wc) ||
+            (ap->seg_at[w] < seg && !ap->retired[w]) ||
             (by_steps && steps == 0))
             return false;
-        a->srcs[u->n++] = eng_src_of(a, ap, w, wc);
+        eng_add_src(a, ap, u->n++, w, wc);
         u->steps += steps;
     }
     return u->n > 0;
@@ -82,26 +121,27 @@ static bool eng_worker_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t w,
                              eng_unit_t *u)
 {
     eng_agg_t *a = ctx->agg;
-    if (a->dropped[w])
+    if (ap->retired[w])
         return false;
     uint32_t i = ap->seg_at[w];
     const eng_segment_t *s = eng_members_segment(a->members, w, i);
     int64_t tc = eng_tracker_worker_clock(ap->tracker, w);
     int64_t wc = tc - s->offset;
-    if (ap->arrived[w] < wc ||
+    if (wc >= a->until[w] || !eng_push_ready(ctx, ap, w, wc) ||
         (i + 1 < eng_members_nsegments(a->members, w) &&
          wc >= eng_members_segment(a->members, w, i + 1)->start))
         return false;
     *u = (eng_unit_t){.clock = tc, .n = 1, .size = 1};
-    a->srcs[0] = eng_src_of(a, ap, w, wc);
+    eng_add_src(a, ap, 0, w, wc);
     if (ctx->policy->scale_by_group) {
         uint32_t nmem, seg;
         int64_t other;
         const uint32_t *mem = eng_members_of(a->members, s->group, &nmem);
         u->size = 0;
         for (uint32_t k = 0; k < nmem; k++)
-            u->size +=
-                eng_members_at(a->members, mem[k], s->group, tc, &seg, &other);
+            u->size += eng_members_at(a->members, mem[k], s->group, tc, &seg,
+                                      &other) &&
+                       other < a->until[mem[k]];
     }
     return true;
 }
@@ -119,8 +159,8 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
             ? eng_tracker_record_update(ap->tracker, (uint32_t)worker, NULL,
                                         &staleness)
             : eng_tracker_record_group_update(ap->tracker, g, NULL, &staleness);
-    double scale =
-        eng_policy_scale(ctx->policy, u->size, u->n, u->steps, staleness);
+    double scale = eng_policy_scale(ctx->policy, eng_agg_live_at(ctx, u->clock),
+                                    u->size, u->n, u->steps, staleness);
     a->upd.lr = eng_agg_lr_at(a, u->clock); /* strata_set_lr's schedule */
     uint64_t t0 = util_now_ns();
     atomic_fetch_add_explicit(&ctx->cnt.reduce_wait_ns,
@@ -150,6 +190,8 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
     atomic_fetch_add_explicit(&ctx->cnt.reduce_ns, t1 - t0,
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&ctx->cnt.updates, 1, memory_order_relaxed);
+    for (size_t k = 0; k < u->n; k++)
+        ap->applied[a->src_w[k]] = a->src_wc[k];
 }
 
 strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap)
@@ -162,10 +204,10 @@ strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap)
                 eng_members_segment(a->members, w, ap->seg_at[w]);
             const eng_segment_t *next =
                 eng_members_segment(a->members, w, ap->seg_at[w] + 1);
-            if (!a->dropped[w] && eng_tracker_worker_clock(ap->tracker, w) <
-                                      next->start + cur->offset)
+            if (!ap->retired[w] && eng_tracker_worker_clock(ap->tracker, w) <
+                                       next->start + cur->offset)
                 break; /* its last push of cur is not applied yet */
-            if (!a->dropped[w]) {
+            if (!ap->retired[w]) {
                 strata_status_t st = eng_tracker_move_worker(
                     ap->tracker, w, next->group, next->start + next->offset);
                 if (st != STRATA_OK)
@@ -176,6 +218,45 @@ strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap)
         }
     }
     return STRATA_OK;
+}
+
+/* Workers out of the job leave the partition's tracker (and every
+ * minimum) once every push of theirs that counts is applied. */
+static strata_status_t eng_agg_retire(strata_ctx_t *ctx, eng_apart_t *ap)
+{
+    eng_agg_t *a = ctx->agg;
+    for (uint32_t w = 0; ap->unretired > 0 && w < (uint32_t)ctx->nworkers;
+         w++) {
+        if (!a->dropped[w] || ap->retired[w] ||
+            ap->applied[w] < a->until[w] - 1)
+            continue;
+        strata_status_t st = eng_tracker_drop_worker(ap->tracker, w);
+        if (st != STRATA_OK)
+            return st;
+        ap->retired[w] = true;
+        ap->unretired--;
+    }
+    return ap->moves ? eng_agg_moves(ctx, ap) : STRATA_OK;
+}
+
+int64_t eng_agg_reached(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    int64_t reached = 0;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        const eng_apart_t *ap = &a->parts[i];
+        for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {
+            int64_t c = eng_tracker_group_clock(ap->tracker, g);
+            if (c != ENG_TRACKER_INF && c > reached)
+                reached = c;
+        }
+        for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++) {
+            int64_t c = eng_tracker_worker_clock(ap->tracker, w);
+            if (c != ENG_TRACKER_INF && c > reached)
+                reached = c;
+        }
+    }
+    return reached;
 }
 
 /* One pass over the groups (or workers); whether anything was applied. */
@@ -195,7 +276,9 @@ static bool eng_reduce_pass(strata_ctx_t *ctx, uint32_t i)
         uint32_t g = on_arrival ? eng_tracker_group_of(ap->tracker, k) : k;
         eng_reduce_unit(ctx, ap, g, on_arrival ? (int64_t)k : -1, &u);
         eng_agg_ckpt_note(ctx, i);
-        strata_status_t st = ap->moves ? eng_agg_moves(ctx, ap) : STRATA_OK;
+        strata_status_t st = ap->unretired ? eng_agg_retire(ctx, ap)
+                             : ap->moves   ? eng_agg_moves(ctx, ap)
+                                           : STRATA_OK;
         if (st != STRATA_OK)
             eng_fail(ctx, st, "regrouping on partition %u failed: %s",
                      ap->index, strata_strerror(st));
@@ -211,8 +294,12 @@ static bool eng_reduce_pass(strata_ctx_t *ctx, uint32_t i)
 void eng_try_reduce(strata_ctx_t *ctx, uint32_t i)
 {
     eng_apart_t *ap = &ctx->agg->parts[i];
-    while (ap->inflight == 0 && ap->unserved == 0 && !eng_fatal(ctx) &&
-           eng_reduce_pass(ctx, i))
+    strata_status_t st = ap->unretired ? eng_agg_retire(ctx, ap) : STRATA_OK;
+    if (st != STRATA_OK)
+        eng_fail(ctx, st, "retiring a worker on partition %u failed: %s",
+                 ap->index, strata_strerror(st));
+    while (ap->inflight == 0 && ap->unserved == 0 && ctx->agg->held == 0 &&
+           !eng_fatal(ctx) && eng_reduce_pass(ctx, i))
         ;
 }
 

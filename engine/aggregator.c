@@ -85,9 +85,19 @@ strata_status_t eng_agg_create(strata_ctx_t *ctx)
     a->links = util_calloc(nw, sizeof(*a->links));
     a->dropped = util_calloc(nw, sizeof(bool));
     a->srcs = util_calloc(nw, sizeof(*a->srcs));
+    a->src_w = util_calloc(nw, sizeof(*a->src_w));
+    a->src_wc = util_calloc(nw, sizeof(*a->src_wc));
     a->dense = util_calloc(nw, sizeof(*a->dense));
-    if (!a->links || !a->dropped || !a->srcs || !a->dense)
+    a->pushed = util_malloc(nw * sizeof(*a->pushed));
+    a->until = util_malloc(nw * sizeof(*a->until));
+    a->shrink_at = util_malloc(nw * sizeof(*a->shrink_at));
+    if (!a->links || !a->dropped || !a->srcs || !a->src_w || !a->src_wc ||
+        !a->dense || !a->pushed || !a->until || !a->shrink_at)
         goto nomem;
+    for (size_t w = 0; w < nw; w++) {
+        a->pushed[w] = -1;
+        a->until[w] = INT64_MAX;
+    }
     const eng_policy_t *pol = ctx->policy;
     strata_status_t st = eng_members_create(pol->nworkers, pol->ngroups,
                                             pol->group_of, &a->members);
@@ -190,13 +200,16 @@ static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
     ap->nsparse = util_malloc(sizeof(uint32_t) * 2 * nw);
     ap->seg_at = util_calloc(nw, sizeof(uint32_t));
     ap->done = util_calloc(pol->ngroups, sizeof(*ap->done));
+    ap->applied = util_malloc(sizeof(int64_t) * nw);
+    ap->retired = util_calloc(nw, sizeof(bool));
     if (!ap->arrived || !ap->want || !ap->served || !ap->nsparse ||
-        !ap->seg_at || !ap->done)
+        !ap->seg_at || !ap->done || !ap->applied || !ap->retired)
         return STRATA_ERR_NOMEM;
     for (size_t k = 0; k < 2 * nw; k++)
         ap->nsparse[k] = ENG_SRC_DENSE;
     for (size_t w = 0; w < nw; w++) {
         ap->arrived[w] = -1;
+        ap->applied[w] = -1;
         /* Every worker wants the initial model, clock 0; summing
          * aggregators have none, so clock 0 counts as served. */
         ap->served[w] = pol->sum_only ? 0 : -1;
@@ -345,6 +358,8 @@ static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
         st = eng_layout_rx_msg(&a->lrx, type, r, "the coordinator");
     else if (type == ENG_MSG_LAYOUT_OK && a->lrx.complete && !a->layout)
         st = eng_shard_setup(ctx);
+    else if ((type == ENG_MSG_DROP_ASK || type == ENG_MSG_DROP) && a->layout)
+        st = eng_agg_drop_msg(ctx, type, r);
     else if (eng_agg_policy(ctx)->on_coord_msg)
         st = eng_agg_policy(ctx)->on_coord_msg(ctx, type, r);
     if (st != STRATA_OK)
@@ -568,16 +583,18 @@ void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
     }
 }
 
-/* The worker is out of the job (it left, or it was dropped): it no longer
- * holds a group or a minimum back. Once every worker is out, serving ends. */
-void eng_agg_worker_out(strata_ctx_t *ctx, int w)
+/* The worker is out of the job (it left, or it was dropped): once its
+ * pushes before `until` are applied, it no longer holds a group or a
+ * minimum back. Once every worker is out, serving ends. */
+void eng_agg_worker_out(strata_ctx_t *ctx, int w, int64_t until)
 {
     eng_agg_t *a = ctx->agg;
     if (a->dropped[w])
         return;
     a->dropped[w] = true;
+    a->until[w] = until;
     for (uint32_t i = 0; i < a->nparts; i++) {
-        eng_tracker_drop_worker(a->parts[i].tracker, (uint32_t)w);
+        a->parts[i].unretired++;
         if (a->parts[i].served[w] < 0 && a->parts[i].unserved > 0) {
             a->parts[i].served[w] = 0;
             a->parts[i].unserved--;
@@ -585,8 +602,10 @@ void eng_agg_worker_out(strata_ctx_t *ctx, int w)
     }
     if (++a->ngone == ctx->nworkers)
         util_gate_raise(&ctx->served, 1);
-    for (uint32_t i = 0; i < a->nparts; i++)
+    for (uint32_t i = 0; i < a->nparts; i++) {
         eng_try_reduce(ctx, i);
+        eng_serve(ctx, i);
+    }
 }
 
 static bool eng_on_lr(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
@@ -615,7 +634,8 @@ static void eng_on_leave(strata_ctx_t *ctx, eng_wlink_t *l)
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LEFT);
     eng_send(&l->peer, &m, NULL);
-    eng_agg_worker_out(ctx, l->widx);
+    /* Its PUSHED came before LEAVE, alike at every aggregator. */
+    eng_agg_worker_out(ctx, l->widx, ctx->agg->pushed[l->widx] + 1);
 }
 
 static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
@@ -650,6 +670,9 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         return;
     if (ok && type == ENG_MSG_LR && eng_on_lr(ctx, l, r))
         return;
+    if (ok && type == ENG_MSG_PUSHED && a->layout && !l->left &&
+        eng_agg_on_pushed(ctx, l, r))
+        return;
     if (type == ENG_MSG_LEAVE && l->widx >= 0 && eng_rbuf_ok(r) && !l->left) {
         eng_on_leave(ctx, l);
         return;
@@ -667,16 +690,14 @@ static void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
         eng_agg_forget(ctx, l, NULL);
         return;
     }
+    if (ctx->agg->dropped[l->widx] && ctx->agg->layout)
+        for (uint32_t i = 0; i < ctx->agg->nparts; i++)
+            eng_try_reduce(ctx, i); /* names a counted push that never came */
     if (peer->left)
         return;
     const char *why = status == STRATA_OK ? "it closed the connection"
                                           : strata_strerror(status);
-    if (eng_agg_policy(ctx)->lost && eng_agg_policy(ctx)->lost(ctx, l, why))
-        return;
-    eng_fail_soon(ctx, STRATA_ERR_PEER,
-                  "%s disconnected before finalizing (killed, or its network "
-                  "failed): %s",
-                  eng_peer_name(peer), why);
+    eng_agg_lost(ctx, l, why);
 }
 
 /* ---- finalizing ---- */
@@ -804,6 +825,8 @@ void eng_agg_free(strata_ctx_t *ctx)
         util_free(ap->served);
         util_free(ap->nsparse);
         util_free(ap->seg_at);
+        util_free(ap->applied);
+        util_free(ap->retired);
         util_free((void *)ap->done);
         util_free(ap->momentum);
         util_free(ap->master);
@@ -822,6 +845,11 @@ void eng_agg_free(strata_ctx_t *ctx)
     util_free(a->links);
     util_free(a->dropped);
     util_free(a->srcs);
+    util_free(a->src_w);
+    util_free(a->src_wc);
+    util_free(a->pushed);
+    util_free(a->until);
+    util_free(a->shrink_at);
     util_free(a->dense);
     eng_layout_rx_free(&a->lrx);
     eng_layout_free(a->layout);

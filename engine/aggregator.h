@@ -5,8 +5,10 @@
  *   agg_reduce.c  when a group's clock (or, applied on arrival, a worker's
  *                 push) is complete, the reduction and update, the tracker's
  *                 advance, regrouping moves, and which pulls may be served
- *   agg_policy.c  the policies' part: gssp's regroup plans, the rounds and
- *                 dropped workers of esync and fedavg
+ *   agg_policy.c  the policies' part: gssp's regroup plans, the rounds of
+ *                 esync and fedavg
+ *   agg_drop.c    workers dropped (DROP_ASK, DROP from the coordinator)
+ *                 while the others go on, under every policy
  */
 #ifndef STRATA_ENGINE_AGGREGATOR_H
 #define STRATA_ENGINE_AGGREGATOR_H
@@ -32,6 +34,10 @@ typedef struct eng_apart {
     uint32_t *seg_at;      /* [nworkers]: the membership segment the
                               tracker has each worker in */
     uint32_t moves;        /* workers whose tracker move is still due */
+    int64_t *applied;      /* [nworkers]: newest own clock applied, -1 */
+    bool *retired;         /* [nworkers]: a dropped worker off the tracker,
+                              its every counted push applied */
+    uint32_t unretired;    /* dropped workers not retired yet */
     _Atomic int64_t *done; /* [ngroups]: clocks completed, for metrics
                               (the tracker forgets groups that left) */
     uint64_t arrived_ns;   /* when a push last landed */
@@ -91,8 +97,22 @@ struct eng_agg {
     int njoined, ngone; /* gone: left or dropped */
     uint32_t ninit;
     eng_members_t *members;
-    bool *dropped;       /* [nworkers] */
+    bool *dropped; /* [nworkers]: left, or dropped */
+    /* Shrinking. A worker's push of clock c is reduced once it said that
+     * every write of c landed everywhere (PUSHED): pushed[w] is the newest
+     * clock it said so of. A worker out of the job counts with its clocks
+     * before until[w] (INT64_MAX while it is in): the same boundary at
+     * every aggregator (the coordinator's, for a dropped one). From group
+     * clock shrink_at[k] on, one fewer worker is live: the gradient scale
+     * (policy.h). While a drop is being agreed (held > 0) nothing is
+     * reduced. */
+    int64_t *pushed, *until;
+    int64_t *shrink_at;
+    uint32_t nshrink;
+    uint32_t held;
     eng_src_t *srcs;     /* [nworkers]: a reduction's sources */
+    uint32_t *src_w;     /* [nworkers]: ... their workers */
+    int64_t *src_wc;     /* [nworkers]: ... and those workers' clocks */
     const void **dense;  /* [nworkers]: the update's dense sources */
     uint32_t plan_gen;   /* regrouping: the plan being received */
     uint32_t plan_moves; /* ... and its moves so far */
@@ -119,9 +139,6 @@ struct eng_agg_policy {
      * itself; false: the policy does not either (or it is malformed). */
     bool (*on_worker_msg)(strata_ctx_t *ctx, eng_wlink_t *l, unsigned type,
                           eng_rbuf_t *r);
-    /* A worker's connection broke before it left (why: how); true: the
-     * job goes on without it. */
-    bool (*lost)(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
 };
 
 static inline const eng_agg_policy_t *eng_agg_policy(strata_ctx_t *ctx)
@@ -143,6 +160,10 @@ bool eng_may_serve(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
                    int64_t c);
 /* Tracker moves a regroup made due on the partition. */
 strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap);
+/* Workers live at a group clock: all but those dropped before it. */
+uint32_t eng_agg_live_at(const strata_ctx_t *ctx, int64_t clock);
+/* The newest clock any partition's tracker reached (DROP_ASK's answer). */
+int64_t eng_agg_reached(strata_ctx_t *ctx);
 
 /* ---- agg_lr.c ---- */
 
@@ -165,6 +186,17 @@ strata_status_t eng_agg_ckpt_setup(strata_ctx_t *ctx);
 void eng_agg_ckpt_note(strata_ctx_t *ctx, uint32_t i);
 void eng_agg_ckpt_free(eng_agg_t *a);
 
+/* ---- agg_drop.c ---- */
+
+/* DROP_ASK, DROP. STRATA_ERR_PROTO: neither. */
+strata_status_t eng_agg_drop_msg(strata_ctx_t *ctx, unsigned type,
+                                 eng_rbuf_t *r);
+/* PUSHED from a worker; false: malformed or out of order. */
+bool eng_agg_on_pushed(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r);
+/* A worker's connection broke before it left: the coordinator decides
+ * whether the job goes on (DROP) or fails. */
+void eng_agg_lost(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
+
 /* ---- aggregator.c ---- */
 
 /* Serve partition i to every worker whose pull it now allows. */
@@ -172,8 +204,9 @@ void eng_serve(strata_ctx_t *ctx, uint32_t i);
 /* A worker that left gets no more writes: what was queued for it no longer
  * holds its partitions. */
 void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l);
-/* Worker w is out of the job (it left, or it was dropped). */
-void eng_agg_worker_out(strata_ctx_t *ctx, int w);
+/* Worker w is out of the job (it left, or it was dropped): its pushes
+ * before clock `until` still count, none after. */
+void eng_agg_worker_out(strata_ctx_t *ctx, int w, int64_t until);
 /* Where worker l's push of `clock` for the partition lands. */
 void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
                int64_t clock);

@@ -54,6 +54,7 @@ strata_status_t eng_coord_create(strata_ctx_t *ctx)
         util_free(c);
         return STRATA_ERR_NOMEM;
     }
+    c->dropping = -1;
     ctx->coord = c;
     ctx->coord_ops = &eng_coord_role;
     const eng_coord_policy_t *pol = eng_coord_policy(ctx);
@@ -127,6 +128,7 @@ static void eng_coord_on_accept(strata_ctx_t *ctx, tp_ep_t *ep, tp_ctx_t *tp)
                            .tp = tp,
                            .up = true,
                            .owner = m};
+    m->drop_at = -1;
     tp_ep_set_ctx(ep, &m->peer);
     m->next = ctx->coord->members;
     ctx->coord->members = m;
@@ -498,8 +500,7 @@ static void eng_coord_lost(strata_ctx_t *ctx, eng_member_t *m, const char *how,
 {
     char msg[sizeof(m->drop_why)];
     snprintf(msg, sizeof(msg), "%s: %s", how, why);
-    const eng_coord_policy_t *pol = eng_coord_policy(ctx);
-    if (pol->lost && pol->lost(ctx, m, msg))
+    if (eng_coord_drop_lost(ctx, m, msg))
         return;
     eng_fail(ctx, STRATA_ERR_PEER, "%s %s %s",
              m->peer.rank < ctx->naggs ? "aggregator" : "worker",
@@ -575,6 +576,9 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         break;
     case ENG_MSG_BEAT:
         eng_coord_on_beat(ctx, m, r);
+        break;
+    case ENG_MSG_DROP_AT:
+        eng_coord_on_drop_at(ctx, m, r);
         break;
     default:
         if (pol->on_msg && pol->on_msg(ctx, m, type, r))

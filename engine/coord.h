@@ -1,8 +1,8 @@
 /*
  * The coordinator's state, shared by its two files (private to them):
  *   coord.c         admission, the layout check, leaving, metrics
- *   coord_policy.c  esync's and fedavg's part: the ESync State Server's
- *                   queries, dropping workers that died or fell silent
+ *   coord_policy.c  dropping workers that died or fell silent (every
+ *                   policy), and the ESync State Server's queries
  *   coord_regroup.c gssp's part: epochs, grouping by speed, regrouping
  */
 #ifndef STRATA_ENGINE_COORD_H
@@ -17,7 +17,9 @@ typedef struct eng_member {
     struct eng_member *next; /* every accepted connection */
     bool hello, bye;
     bool refused;       /* told REFUSED: it is to close the connection */
-    bool dropped;       /* a worker the job goes on without (esync, fedavg) */
+    bool dropped;       /* a worker the job goes on without */
+    bool drop_queued;   /* ... whose boundary is still to be agreed */
+    int64_t drop_at;    /* ... its clocks before this one count, -1 */
     char drop_why[320]; /* why it was dropped */
     int pid;
     char host_id[ENG_HOST_ID_MAX];
@@ -37,14 +39,27 @@ struct eng_coord {
     bool layout_sent;
     eng_state_server_t *ss; /* esync */
     struct eng_regroup *rg; /* gssp */
+    /* Dropping workers, one at a time (coord_policy.c): the worker whose
+     * boundary the aggregators are asked for (-1: none), their answers so
+     * far and the newest clocks in them. */
+    int dropping, drop_answers, ndropped;
+    int64_t drop_pushed, drop_reached;
 };
 
 /* "rank 5 (pid 123 on host)" once it said HELLO, else its peer's name. */
 const char *eng_member_name(eng_member_t *m);
 
-/* Tell a worker dropped from the job (esync, fedavg) why: when it notices,
- * or at once if it is silent but connected (it reads it when it wakes). */
+/* Tell a worker dropped from the job why: when it notices, or at once if
+ * it is silent but connected (it reads it when it wakes). */
 void eng_coord_send_dropped(eng_member_t *m);
+
+/* A worker lost without BYE (why: how): once training started, and while
+ * at least STRATA_MIN_WORKERS remain, it is dropped and the job goes on
+ * (true). An aggregator, or a worker lost before, is false: the caller
+ * fails the job. Below STRATA_MIN_WORKERS the job fails here (true). */
+bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why);
+/* DROP_AT: an aggregator's answer to DROP_ASK. */
+void eng_coord_on_drop_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
 
 /* The coordinator's part of a policy (policy.h): what it does beyond
  * admitting ranks, checking the layout and collecting BYEs. NULL: nothing. */
@@ -57,10 +72,8 @@ struct eng_coord_policy {
      * false: the policy does not either. */
     bool (*on_msg)(strata_ctx_t *ctx, eng_member_t *m, unsigned type,
                    eng_rbuf_t *r);
-    /* A worker was lost without BYE (why: how: disconnected, or silent
-     * while connected); true: the job goes on without it. */
-    bool (*lost)(strata_ctx_t *ctx, eng_member_t *m, const char *why);
-    /* A worker said BYE: it no longer takes part. */
+    /* A worker said BYE, or was dropped (its boundary agreed): it no
+     * longer takes part. */
     void (*left)(strata_ctx_t *ctx, eng_member_t *m);
 };
 

@@ -1,8 +1,15 @@
 /*
- * The coordinator's part of esync and fedavg: the ESync State Server answers
- * workers' queries (engine/state_server.h decides), and under esync and
- * fedavg a worker that dies or falls silent is dropped, not fatal: every
- * aggregator is told (DROP) to go on without it.
+ * Dropping workers, under every policy: a worker that dies or falls silent
+ * once training started is dropped while at least STRATA_MIN_WORKERS
+ * remain, and the others go on. Its boundary is agreed with every
+ * aggregator (engine/agg_drop.c): each is asked how far the worker got
+ * (DROP_ASK, answered by DROP_AT), then told from which of its clocks it is
+ * out and from which clock one fewer worker is live (DROP). One drop is
+ * agreed at a time.
+ *
+ * The coordinator's part of esync: the ESync State Server answers workers'
+ * queries (engine/state_server.h decides), and drops those it hears
+ * nothing from.
  */
 #include <inttypes.h>
 
@@ -43,44 +50,118 @@ static void eng_coord_ss_start(strata_ctx_t *ctx)
 
 /* ---- dropping ---- */
 
+static void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg,
+                                const char *what)
+{
+    for (int a = 0; a < ctx->naggs; a++) {
+        eng_member_t *agg = ctx->coord->by_rank[a];
+        strata_status_t st =
+            agg && agg->peer.ep ? eng_send(&agg->peer, msg, NULL) : STRATA_OK;
+        if (st != STRATA_OK)
+            eng_fail(ctx, st, "cannot send %s to aggregator %d: %s", what, a,
+                     strata_strerror(st));
+    }
+}
+
+/* Ask the aggregators about the next worker whose boundary is due. */
+static void eng_coord_drop_next(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    if (c->dropping >= 0 || eng_fatal(ctx))
+        return;
+    for (int r = ctx->naggs; r < ctx->size; r++) {
+        eng_member_t *m = c->by_rank[r];
+        if (!m || !m->drop_queued)
+            continue;
+        m->drop_queued = false;
+        c->dropping = r - ctx->naggs;
+        c->drop_answers = 0;
+        c->drop_pushed = -1;
+        c->drop_reached = 0;
+        unsigned char buf[16];
+        eng_wbuf_t msg;
+        eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_DROP_ASK);
+        eng_put_u32(&msg, (uint32_t)c->dropping);
+        eng_coord_tell_aggs(ctx, &msg, "DROP_ASK");
+        return;
+    }
+}
+
 static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
 {
     eng_coord_t *c = ctx->coord;
     uint32_t w = (uint32_t)(m->peer.rank - ctx->naggs);
-    util_warn("dropping worker %s: %s; the others go on without it",
-              eng_member_name(m), why);
+    util_warn("dropping worker %s: %s; the %d others go on without it",
+              eng_member_name(m), why, ctx->nworkers - c->ndropped - 1);
     m->dropped = true;
     snprintf(m->drop_why, sizeof(m->drop_why), "%s", why);
     c->nbye++; /* it will not say BYE */
+    c->ndropped++;
     eng_live_unwatch(ctx, m->peer.rank);
     eng_launch_tell(&ctx->launch, "dropped %d", m->peer.rank);
     if (m->peer.ep) /* silent, not gone: it reads this when it wakes */
         eng_coord_send_dropped(m);
     if (c->ss && eng_ss_is_live(c->ss, w))
         eng_ss_drop(c->ss, w);
-    unsigned char buf[16];
-    eng_wbuf_t msg;
-    for (int a = 0; a < ctx->naggs; a++) {
-        eng_member_t *agg = c->by_rank[a];
-        eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_DROP);
-        eng_put_u32(&msg, w);
-        strata_status_t st =
-            agg && agg->peer.ep ? eng_send(&agg->peer, &msg, NULL) : STRATA_OK;
-        if (st != STRATA_OK)
-            eng_fail(ctx, st, "cannot tell aggregator %d to drop worker %u: %s",
-                     a, w, strata_strerror(st));
-    }
+    m->drop_queued = true;
+    eng_coord_drop_next(ctx);
 }
 
-/* A worker lost once training started is dropped; before, or an
- * aggregator, fails the job. */
-static bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m,
-                                const char *why)
+bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why)
 {
     if (m->peer.rank < ctx->naggs || !ctx->coord->layout_sent)
         return false;
+    int left = ctx->nworkers - ctx->coord->ndropped - 1;
+    int64_t min = eng_config_int(ctx->cfg, ENG_CFG_MIN_WORKERS);
+    if (left < min) {
+        eng_fail(ctx, STRATA_ERR_PEER,
+                 "worker %s %s; the job cannot go on with %d workers "
+                 "(STRATA_MIN_WORKERS=%lld)",
+                 eng_member_name(m), why, left, (long long)min);
+        return true;
+    }
     eng_coord_drop(ctx, m, why);
     return true;
+}
+
+/* Every aggregator answered: the worker's clocks up to the newest one any
+ * of them was told landed everywhere count, and one fewer worker is live
+ * from past that and past every clock any of them reached. */
+void eng_coord_on_drop_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    eng_coord_t *c = ctx->coord;
+    uint32_t w = eng_get_u32(r);
+    int64_t pushed = eng_get_i64(r), reached = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || m->peer.rank >= ctx->naggs || c->dropping < 0 ||
+        w != (uint32_t)c->dropping || pushed < -1 || reached < 0) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected DROP_AT from %s",
+                 eng_member_name(m));
+        return;
+    }
+    c->drop_pushed = pushed > c->drop_pushed ? pushed : c->drop_pushed;
+    c->drop_reached = reached > c->drop_reached ? reached : c->drop_reached;
+    if (++c->drop_answers < ctx->naggs)
+        return;
+    eng_member_t *v = c->by_rank[ctx->naggs + (int)w];
+    v->drop_at = c->drop_pushed + 1;
+    /* Its last clock still counts it live, where none was reduced yet. */
+    int64_t from = v->drop_at > c->drop_reached ? v->drop_at : c->drop_reached;
+    unsigned char buf[32];
+    eng_wbuf_t msg;
+    eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_DROP);
+    eng_put_u32(&msg, w);
+    eng_put_i64(&msg, v->drop_at);
+    eng_put_i64(&msg, from);
+    eng_coord_tell_aggs(ctx, &msg, "DROP");
+    util_warn("worker %s dropped: its first %lld clocks count, none from "
+              "clock %lld on (lost); %d workers train on, the gradient "
+              "scaled for them from clock %lld",
+              eng_member_name(v), (long long)v->drop_at, (long long)v->drop_at,
+              ctx->nworkers - c->ndropped, (long long)from);
+    c->dropping = -1;
+    if (eng_coord_policy(ctx)->left)
+        eng_coord_policy(ctx)->left(ctx, v);
+    eng_coord_drop_next(ctx);
 }
 
 /* Periodic work of the policies (dropping silent workers). */
@@ -94,9 +175,10 @@ static void eng_coord_tick(strata_ctx_t *ctx)
         eng_member_t *m = c->by_rank[r];
         if (m && !m->dropped && !m->bye &&
             !eng_ss_is_live(c->ss, (uint32_t)(r - ctx->naggs)))
-            eng_coord_drop(ctx, m,
-                           "silent for longer than STRATA_TIMEOUT_MS plus "
-                           "its step");
+            if (!eng_coord_drop_lost(ctx, m,
+                                     "silent for longer than "
+                                     "STRATA_TIMEOUT_MS plus its step"))
+                return;
     }
     ctx->tick_timer.at_ns = util_now_ns() + eng_tick_ns(ctx);
 }
@@ -174,9 +256,4 @@ const eng_coord_policy_t eng_coord_esync = {
     .free = eng_coord_ss_free,
     .start = eng_coord_ss_start,
     .on_msg = eng_coord_esync_msg,
-    .lost = eng_coord_drop_lost,
-};
-
-const eng_coord_policy_t eng_coord_fedavg = {
-    .lost = eng_coord_drop_lost,
 };

@@ -331,6 +331,9 @@ static void eng_coord_regroup_left(strata_ctx_t *ctx, eng_member_t *m)
     int w = m->peer.rank - ctx->naggs;
     if (!rg || w < 0)
         return;
+    /* A dropped worker's clocks end at its boundary. */
+    if (m->dropped && m->drop_at >= 0)
+        eng_members_retire(rg->members, (uint32_t)w, m->drop_at);
     eng_grouping_drop(rg->grouping, (uint32_t)w);
     if (rg->phase == ENG_RG_FREEZING && rg->frozen_at[w] == ENG_RG_ASKED) {
         rg->frozen_at[w] = ENG_RG_NOT_ASKED;

@@ -83,25 +83,27 @@ static strata_status_t eng_rounds_setup(eng_policy_t *p,
 
 /* Gradient policies: 1/N of all workers, so that a full synchronous clock
  * applies the mean gradient; see eng_policy_scale. */
-static double eng_grad_scale(const eng_policy_t *p, uint32_t group_size,
-                             size_t n, uint64_t weight, uint64_t staleness)
+static double eng_grad_scale(const eng_policy_t *p, uint32_t live,
+                             uint32_t group_size, size_t n, uint64_t weight,
+                             uint64_t staleness)
 {
     (void)n;
     (void)weight;
     if (p->sum_only)
         return 1.0;
-    double s =
-        1.0 / (double)(p->scale_by_group && group_size > 0 ? group_size
-                                                           : p->nworkers);
+    uint32_t d = p->scale_by_group && group_size > 0 ? group_size : live;
+    double s = 1.0 / (double)(d > 0 ? d : 1);
     if (p->inverse_lr && staleness > 1)
         s /= (double)staleness;
     return s;
 }
 
 /* Round policies: the mean of the deltas, times the global rate. */
-static double eng_rounds_scale(const eng_policy_t *p, uint32_t group_size,
-                               size_t n, uint64_t weight, uint64_t staleness)
+static double eng_rounds_scale(const eng_policy_t *p, uint32_t live,
+                               uint32_t group_size, size_t n, uint64_t weight,
+                               uint64_t staleness)
 {
+    (void)live;
     (void)group_size;
     (void)staleness;
     double d = p->weight_by_steps ? (double)weight : (double)n;
@@ -132,7 +134,6 @@ static const eng_policy_ops_t eng_policies[] = {
      .setup = eng_rounds_setup,
      .scale = eng_rounds_scale,
      .rounds = true,
-     .coord = &eng_coord_fedavg,
      .worker = &eng_worker_rounds,
      .agg = &eng_agg_rounds},
 };

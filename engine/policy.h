@@ -44,8 +44,8 @@ typedef struct eng_policy_ops {
      * zero). */
     strata_status_t (*setup)(eng_policy_t *p, const eng_config_t *cfg);
     /* What a reduction is multiplied by: eng_policy_scale. */
-    double (*scale)(const eng_policy_t *p, uint32_t group_size, size_t n,
-                    uint64_t weight, uint64_t staleness);
+    double (*scale)(const eng_policy_t *p, uint32_t live, uint32_t group_size,
+                    size_t n, uint64_t weight, uint64_t staleness);
     /* Workers sync rounds of model deltas (strata_round_ready/_sync) rather
      * than step on gradients: the public calls that drive it. */
     bool rounds;
@@ -60,8 +60,7 @@ typedef struct eng_policy_ops {
 } eng_policy_ops_t;
 
 /* The roles' parts of the policies, each defined with its role. */
-extern const eng_coord_policy_t eng_coord_gssp, eng_coord_esync,
-    eng_coord_fedavg;
+extern const eng_coord_policy_t eng_coord_gssp, eng_coord_esync;
 extern const eng_worker_policy_t eng_worker_gssp, eng_worker_rounds;
 extern const eng_agg_policy_t eng_agg_gssp, eng_agg_rounds;
 
@@ -96,7 +95,9 @@ uint32_t eng_policy_group_size(const eng_policy_t *p, uint32_t group);
 
 /*
  * What a reduction of n sources is multiplied by before the update:
- *  - gradient policies: 1/N of all workers, so that a full synchronous clock
+ *  - gradient policies: 1/N of the live workers (`live`: those not dropped
+ *    by the update's clock, engine/aggregator.h), so that a full
+ *    synchronous clock
  *    applies the mean gradient (and an asynchronous push 1/N of its own, as
  *    the GSSP reference does); 1/group_size with STRATA_GSSP_SCALE=group; 1
  *    under STRATA_OPTIMIZER=sum. With STRATA_STALENESS_LR=inverse, divided
@@ -107,11 +108,11 @@ uint32_t eng_policy_group_size(const eng_policy_t *p, uint32_t group);
  * weight is the sum of the sources' step counts (round policies weighted by
  * steps), else unused.
  */
-static inline double eng_policy_scale(const eng_policy_t *p,
+static inline double eng_policy_scale(const eng_policy_t *p, uint32_t live,
                                       uint32_t group_size, size_t n,
                                       uint64_t weight, uint64_t staleness)
 {
-    return p->ops->scale(p, group_size, n, weight, staleness);
+    return p->ops->scale(p, live, group_size, n, weight, staleness);
 }
 
 #endif /* STRATA_ENGINE_POLICY_H */

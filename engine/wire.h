@@ -43,19 +43,22 @@
     X(QUERY, 23)      /* worker -> coordinator: ESync state query */           \
     X(ANSWER, 24)     /* coordinator -> worker: READY or NOT_READY */          \
     X(ROUND, 25)      /* worker -> aggregator: local steps of a round */       \
-    X(DROP, 26)       /* coordinator -> aggregator: a worker was dropped */    \
+    X(DROP, 26)       /* coordinator -> aggregator: worker out from clock B */ \
     X(FINAL, 27)      /* worker -> coordinator: gssp, last clock, then BYE */  \
     X(FAILED, 28)     /* rank -> coordinator: a failure seen; ABORT answers */ \
     X(DROPPED, 29)    /* coordinator -> worker: the job goes on without it */  \
     X(LR, 30)         /* worker -> aggregator: learning rate from a clock */   \
     X(REFUSED, 31)    /* coordinator -> rank: a HELLO of another job */        \
-    X(BEAT, 32)       /* rank <-> coordinator: alive, and its progress */
+    X(BEAT, 32)       /* rank <-> coordinator: alive, and its progress */      \
+    X(PUSHED, 33)     /* worker -> aggregator: a clock's writes all landed */  \
+    X(DROP_ASK, 34)   /* coordinator -> aggregator: hold, a worker is lost */  \
+    X(DROP_AT, 35)    /* aggregator -> coordinator: how far it got */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 5
+#define ENG_PROTO_VERSION 6
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

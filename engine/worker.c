@@ -28,6 +28,7 @@ static void eng_worker_flush(strata_ctx_t *ctx);
 static void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status,
                             const char *msg);
 static void eng_worker_on_welcome(strata_ctx_t *ctx);
+static void eng_worker_announce(strata_ctx_t *ctx);
 static void eng_worker_pending(strata_ctx_t *ctx, char *buf, size_t len);
 static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
                                      eng_rbuf_t *r);
@@ -68,6 +69,7 @@ strata_status_t eng_worker_create(strata_ctx_t *ctx)
     w->pull_min = -1;
     eng_steptime_init(&w->steptime);
     util_keymap_init(&w->names);
+    w->announced = -1;
     ctx->worker = w;
     ctx->role_ops = &eng_worker_role;
     return STRATA_OK;
@@ -222,10 +224,10 @@ static strata_status_t eng_post_topk(strata_ctx_t *ctx, eng_link_t *l,
         (uint64_t)(e->clock & 1) * lay->shard_bytes[l->shard] + part->shard_off;
     uint32_t imm = eng_imm(e->topk.sparse ? ENG_IMM_SPARSE : ENG_IMM_GRAD,
                            e->clock, part->shard_index);
-    strata_status_t st =
-        tp_write(l->peer.ep, eng_topk_push_mr(ctx->worker->topk, l->prov),
-                 e->topk.off, &l->slots, dst_off, e->topk.len, imm,
-                 TP_WRITE_IMM, (void *)(uintptr_t)ENG_OP_TOPK);
+    strata_status_t st = tp_write(
+        l->peer.ep, eng_topk_push_mr(ctx->worker->topk, l->prov), e->topk.off,
+        &l->slots, dst_off, e->topk.len, imm, TP_WRITE_IMM,
+        (void *)(uintptr_t)(ENG_OP_TOPK | (e->clock & 1 ? ENG_OP_ODD : 0)));
     if (st == STRATA_OK)
         atomic_fetch_add_explicit(&ctx->cnt.bytes_pushed, e->topk.len,
                                   memory_order_relaxed);
@@ -250,7 +252,8 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
     uint64_t src_off = e->kind == ENG_OP_GRAD ? 0 : r->src_off;
     uintptr_t op = e->kind;
     if (e->kind == ENG_OP_GRAD)
-        op |= (uintptr_t)t->push_req[e->clock & 1];
+        op |= (uintptr_t)t->push_req[e->clock & 1] |
+              (e->clock & 1 ? ENG_OP_ODD : 0);
     uint32_t imm = eng_imm(e->kind == ENG_OP_GRAD ? ENG_IMM_GRAD : ENG_IMM_INIT,
                            e->clock, part->shard_index);
     strata_status_t st =
@@ -385,6 +388,7 @@ static void eng_push_topk(strata_ctx_t *ctx, uint32_t p, int64_t c)
     }
     eng_link_t *l = eng_link_of(w, p);
     l->q[(l->qhead + l->qlen++) % l->qcap] = e;
+    w->unlanded[c & 1]++;
     for (uint32_t k = 0; k < part->npieces; k++) {
         const eng_piece_t *pc = &w->layout->pieces[part->first_piece + k];
         eng_wtensor_t *t = &w->tensors[pc->tensor];
@@ -427,8 +431,10 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
                 continue;
             if (w->topk && eng_topk_push_covers(w->topk, p))
                 eng_push_topk(ctx, p, c);
-            else
+            else {
                 eng_link_enqueue(eng_link_of(w, p), p, ENG_OP_GRAD, c);
+                w->unlanded[c & 1] += lay->parts[p].npieces;
+            }
         }
     }
     w->npushed += n;
@@ -440,6 +446,7 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
         w->npushed = 0;
         for (uint32_t p = 0; p < lay->nparts; p++)
             w->pending[p] = lay->parts[p].npieces;
+        eng_worker_announce(ctx);
     }
     for (int a = 0; a < ctx->naggs; a++)
         eng_link_post(ctx, &w->links[a]);
@@ -486,16 +493,46 @@ void eng_worker_unpark(strata_ctx_t *ctx)
     w->nparked -= i;
 }
 
+/* Every clock whose writes all completed, in order, is announced to every
+ * aggregator (PUSHED): an aggregator reduces a worker's push of clock c only
+ * once told, so when the worker is lost, the clocks every aggregator may
+ * have applied are the clocks every aggregator holds in full (the newest
+ * announced anywhere), and none applies a push another never got. */
+static void eng_worker_announce(strata_ctx_t *ctx)
+{
+    eng_worker_t *w = ctx->worker;
+    while (!w->write_failed && w->announced + 1 < w->clock &&
+           w->unlanded[(w->announced + 1) & 1] == 0) {
+        unsigned char buf[16];
+        eng_wbuf_t m;
+        eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PUSHED);
+        eng_put_i64(&m, ++w->announced);
+        /* A link that broke fails the job through its disconnect. */
+        for (int a = 0; a < ctx->naggs; a++)
+            if (w->links[a].peer.ep &&
+                eng_send(&w->links[a].peer, &m, NULL) != STRATA_OK)
+                util_debug("cannot say PUSHED to %s",
+                           eng_peer_name(&w->links[a].peer));
+    }
+}
+
 static void eng_worker_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
                                      void *op_ctx, strata_status_t status)
 {
     (void)peer;
+    eng_worker_t *w = ctx->worker;
     uintptr_t op = (uintptr_t)op_ctx;
+    unsigned kind = op & ENG_OP_MASK;
     /* A failed write means the connection broke; its DISCONNECTED event
      * follows and fails the job. */
-    if ((op & ENG_OP_MASK) == ENG_OP_GRAD)
-        eng_piece_done(ctx, (strata_request_t *)(op & ~(uintptr_t)ENG_OP_MASK),
+    if (kind == ENG_OP_GRAD)
+        eng_piece_done(ctx, (strata_request_t *)(op & ~(uintptr_t)ENG_OP_BITS),
                        status);
+    if (kind == ENG_OP_GRAD || kind == ENG_OP_TOPK) {
+        w->unlanded[(op & ENG_OP_ODD) != 0]--;
+        w->write_failed |= status != STRATA_OK;
+        eng_worker_announce(ctx);
+    }
 }
 
 /* ---- model arrivals ---- */

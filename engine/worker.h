@@ -38,9 +38,17 @@ _Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
 
 /* What a write carries: gradient pieces, the initial model, or a GDTopK
  * push (one write of a partition from the send buffer). */
-/* A write's context: the kind in the low two bits, the request of a GRAD
- * write above them (requests are aligned to 8). */
-enum { ENG_OP_GRAD = 1, ENG_OP_INIT = 2, ENG_OP_TOPK = 3, ENG_OP_MASK = 3 };
+/* A write's context: the kind in the low two bits, the parity of a push's
+ * clock in the third (ENG_OP_ODD), the request of a GRAD write above them
+ * (requests are aligned to 8). */
+enum {
+    ENG_OP_GRAD = 1,
+    ENG_OP_INIT = 2,
+    ENG_OP_TOPK = 3,
+    ENG_OP_MASK = 3,
+    ENG_OP_ODD = 4,
+    ENG_OP_BITS = 7
+};
 
 /* A tensor's registrations with one transport. */
 typedef struct eng_treg {
@@ -110,7 +118,13 @@ struct eng_worker {
     bool uses[ENG_NPROV];
     eng_block_t *blocks;
 
-    int64_t clock;     /* pushes completed */
+    int64_t clock; /* pushes completed */
+    /* PUSHED: writes of each clock parity not completed yet, the newest
+     * clock announced complete to every aggregator (-1), and whether a
+     * write failed (then nothing more is announced). */
+    uint32_t unlanded[2];
+    int64_t announced;
+    bool write_failed;
     uint32_t npushed;  /* tensors pushed in the current clock */
     uint32_t *pending; /* [nparts]: pieces not pushed yet this clock */
     int64_t *pulled;   /* [nparts]: clock of the model last landed */

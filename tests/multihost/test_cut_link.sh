@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # A cable pulled mid-job: host h2's link goes down (carrier lost at the
-# switch, nothing is closed, no RST or FIN reaches anyone). Every rank must
-# fail within STRATA_TIMEOUT_MS, the ranks elsewhere naming the worker on h2,
-# never hang.
+# switch, nothing is closed, no RST or FIN reaches anyone), in a job that
+# needs both workers. Every rank must fail within STRATA_TIMEOUT_MS, the
+# ranks elsewhere naming the worker on h2, never hang.
 #   test_cut_link.sh BUILD
 BUILD=$1
 source "$(dirname "$0")/common.sh" 3 -- "$@"
@@ -10,7 +10,7 @@ export PATH=$BUILD/bin:$PATH STRATA_TIMEOUT_MS=5000
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 "$MHRUN" -n 2 -a 1 --map 0,1,2 --logs "$logs" --timeout 120 \
-  -e STRATA_OPTIMIZER=sum -e STRATA_LOG=info \
+  -e STRATA_OPTIMIZER=sum -e STRATA_LOG=info -e STRATA_MIN_WORKERS=2 \
   -- "$BUILD/tests/strata-test-exact" --check sum \
   --steps 100000 --sleep >"$logs/out" 2>&1 &
 job=$!

@@ -1,5 +1,6 @@
-"""A worker that dies mid-training turns into a Python exception on the
-others within STRATA_TIMEOUT_MS, naming it."""
+"""A worker that dies mid-training, in a job that needs every worker
+(STRATA_MIN_WORKERS), turns into a Python exception on the others within
+STRATA_TIMEOUT_MS, naming it."""
 
 import json
 
@@ -10,7 +11,8 @@ TIMEOUT_MS = 5000
 
 def test_dead_worker_raises_naming_it(build, tmp_path):
     proc = run_job(build, [HERE / "jobs" / "dead_peer.py", tmp_path],
-                   env={"STRATA_TIMEOUT_MS": str(TIMEOUT_MS)}, timeout=120)
+                   env={"STRATA_TIMEOUT_MS": str(TIMEOUT_MS),
+                        "STRATA_MIN_WORKERS": "2"}, timeout=120)
     w0 = tmp_path / "worker0.json"
     w1 = tmp_path / "worker1.json"
     assert w0.exists() and w1.exists(), show(proc)

@@ -15,6 +15,15 @@
  *                  there: after its step c it must see exactly c + 1 of its
  *                  own updates and, from every other worker, at least
  *                  c + 1 - s (the staleness bound) and at most c + 2 + s
+ * With --victim V, worker V may be lost (SIGKILLed from outside) and the
+ * others go on; every step must still be exact:
+ *   --check sum    each clock's sum is that of every worker, or (from one
+ *                  clock on, the same in every tensor) of all but V
+ *   --check stale  run with STRATA_LR = W (W - 1): an update of the own
+ *                  elements adds W - 1 while W workers are live, W from
+ *                  one clock on (the same in every tensor, every own update
+ *                  after it); V's elements stop, the same everywhere
+ * and V must have been dropped by the last step.
  * Failure injection: --mismatch (worker 1 registers a different layout),
  * --die-at N (worker 1 kills itself at step N), --stop-at N (worker 1 stops,
  * SIGSTOP, at step N: connected, but silent until continued).
@@ -44,7 +53,47 @@ typedef struct opts {
     bool alloc, mismatch, sleep;
     int die_at, stop_at;
     int resume; /* clocks the model had when the job started */
+    int victim; /* -1: none */
 } opts_t;
+
+/* What the steps showed of the victim's loss (--victim). `mode` is the
+ * current step's verdict, -1 until an element decides it: sum, 0 with the
+ * victim, 1 without; stale, the own updates at the new scale. `last` is the
+ * previous step's; `victim_value` the victim's elements at the last step. */
+static struct {
+    int mode, last;
+    bool have_victim_value;
+    double victim_value;
+} seen = {.mode = -1, .last = 0};
+
+/* One element's verdict for the step; false if it contradicts another's. */
+static bool seen_mode(int mode)
+{
+    if (seen.mode < 0)
+        seen.mode = mode;
+    return seen.mode == mode;
+}
+
+/* The step's verdict against the previous: the victim never comes back
+ * (sum), the new scale once begun goes on at every own update (stale). */
+static int seen_step_end(const opts_t *o, int w, int c)
+{
+    int mode = seen.mode < 0 ? seen.last : seen.mode;
+    bool ok = strcmp(o->check, "sum") == 0
+                  ? mode >= seen.last
+                  : mode == seen.last + (seen.last > 0) ||
+                        (seen.last == 0 && mode <= 1);
+    if (!ok) {
+        fprintf(stderr,
+                "exact: worker %d after step %d: the victim's loss went "
+                "from %d to %d\n",
+                w, c, seen.last, mode);
+        return 1;
+    }
+    seen.last = mode;
+    seen.mode = -1;
+    return 0;
+}
 
 static float init_value(int t, size_t j)
 {
@@ -113,9 +162,79 @@ static float bsp_value(const opts_t *o, int nw, int t, size_t j, int c)
     return want;
 }
 
+/* --check sum with a victim: the sum with every worker or without it. */
+static int check_sum_victim(const opts_t *o, int nw, int w, int c, int t,
+                            const float *param, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        float all = 0, without = 0;
+        for (int v = 0; v < nw; v++) {
+            float g = grad_value(o, nw, v, t, j, c);
+            all += g;
+            without += v == o->victim ? 0 : g;
+        }
+        bool ok = param[j] == all || param[j] == without;
+        if (ok && all != without)
+            ok = seen_mode(param[j] == without);
+        if (!ok) {
+            fprintf(stderr,
+                    "exact: worker %d after step %d: tensor %d [%zu] = %g, "
+                    "expected %g (with worker %d) or %g (without), as in "
+                    "the step's other elements\n",
+                    w, c, t, j, param[j], all, o->victim, without);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* --check stale with a victim: see the header. */
+static int check_stale_victim(const opts_t *o, int nw, int w, int c, int t,
+                              const float *param, size_t n)
+{
+    double old_unit = nw - 1, new_unit = nw;
+    for (size_t j = 0; j < n; j++) {
+        double got = param[j] - init_value(t, j);
+        int owner = (int)(j % (size_t)nw);
+        bool ok;
+        if (owner == w) {
+            double at_new = got - (c + 1) * old_unit;
+            ok = at_new >= 0 && at_new <= c + 1 && at_new == (int)at_new &&
+                 seen_mode((int)at_new);
+        } else {
+            double lo = o->staleness < 0 || owner == o->victim
+                            ? 0
+                            : (c + 1 - o->staleness) * old_unit;
+            double hi =
+                o->staleness < 0 ? 1e9 : (c + 2 + o->staleness) * new_unit;
+            ok = got >= lo && got <= hi;
+        }
+        /* The victim's pushes stopped at one boundary, alike everywhere. */
+        if (ok && owner == o->victim && c == o->steps - 1) {
+            if (!seen.have_victim_value)
+                seen.victim_value = got;
+            seen.have_victim_value = true;
+            ok = got == seen.victim_value;
+        }
+        if (!ok) {
+            fprintf(stderr,
+                    "exact: worker %d after step %d: tensor %d [%zu] (owner "
+                    "%d) has %g of updates, not what the steps so far allow "
+                    "(own updates %g each, then %g each from one clock on)\n",
+                    w, c, t, j, owner, got, old_unit, new_unit);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static int check_model(const opts_t *o, int nw, int w, int c, int t,
                        const float *param, size_t n)
 {
+    if (o->victim >= 0 && strcmp(o->check, "sum") == 0)
+        return check_sum_victim(o, nw, w, c, t, param, n);
+    if (o->victim >= 0 && strcmp(o->check, "stale") == 0)
+        return check_stale_victim(o, nw, w, c, t, param, n);
     for (size_t j = 0; j < n; j++) {
         float want = init_value(t, j);
         double lo, hi;
@@ -227,6 +346,15 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
         for (int t = 0; t < NT; t++)
             if (check_model(o, nw, w, c, t, param[t], sizes[t]))
                 return 1;
+        if (o->victim >= 0 && seen_step_end(o, w, c))
+            return 1;
+    }
+    if (o->victim >= 0 && seen.last == 0) {
+        fprintf(stderr,
+                "exact: worker %d: %d steps, and worker %d was never "
+                "dropped\n",
+                w, o->steps, o->victim);
+        return 1;
     }
     strata_metrics_t m = STRATA_METRICS_INIT;
     strata_metrics(ctx, &m);
@@ -252,13 +380,15 @@ static int parse(int argc, char **argv, opts_t *o)
         {"lr", required_argument, NULL, 'l'},
         {"momentum", required_argument, NULL, 'o'},
         {"resume", required_argument, NULL, 'r'},
+        {"victim", required_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
     *o = (opts_t){.steps = 5,
                   .check = "bsp",
                   .staleness = 0,
                   .die_at = -1,
-                  .stop_at = -1};
+                  .stop_at = -1,
+                  .victim = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -294,6 +424,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'r':
             o->resume = atoi(optarg);
+            break;
+        case 'v':
+            o->victim = atoi(optarg);
             break;
         default:
             return -1;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The failures that must end in a clear error on every rank within
 # STRATA_TIMEOUT_MS, never a hang: a layout mismatch, a wrong job secret,
-# an unreachable coordinator, a worker killed in the middle of training, an
+# an unreachable coordinator, a worker killed in the middle of training (in
+# a job that needs every worker), an
 # aggregator no worker can reach, and one that dies while the coordinator
 # is slow to see it. Every rank reports the job's first failure, as the
 # coordinator names it, not what it saw of its consequences.
@@ -29,17 +30,18 @@ within $limit env STRATA_RANK=2 STRATA_SIZE=3 STRATA_COORD=127.0.0.1:9 \
 echo $rc >"$LDIR/2.rc"
 expect_rank 2 3 "cannot join the job: the coordinator at 127.0.0.1:9 did not accept us within STRATA_TIMEOUT_MS=3000"
 
-within $limit by_hand 3 2 "$EXACT" --steps 50 --die-at 3
+# A job that needs all three workers (else it goes on: test_shrink.sh).
+STRATA_MIN_WORKERS=3 within $limit by_hand 3 2 "$EXACT" --steps 50 --die-at 3
 expect_rank 3 137 ""
 for r in 0 1 2 4; do
   expect_rank $r 3 "worker rank 3 .*disconnected (before|without) finalizing"
 done
-# Under strata-run the launcher does not stop the others (bsp cannot go on
-# without a worker): each ends with the engine's message; the exit status is
-# the killed worker's.
+# Under strata-run the launcher does not stop the others (this job cannot
+# go on without a worker): each ends with the engine's message; the exit
+# status is the killed worker's.
 rc=0
-out=$(within $limit "$RUN" -n 3 -a 2 -- "$EXACT" --steps 50 --die-at 3 2>&1) ||
-  rc=$?
+out=$(within $limit env STRATA_MIN_WORKERS=3 "$RUN" -n 3 -a 2 -- "$EXACT" \
+  --steps 50 --die-at 3 2>&1) || rc=$?
 [ $rc -eq 137 ] || fail "strata-run exited $rc, not the killed worker's 137: $out"
 [ "$(grep -cE "rank [0124] .*worker rank 3 .*disconnected (before|without) finalizing" <<<"$out")" -ge 4 ] ||
   fail "under strata-run, not every rank named the killed worker: $out"

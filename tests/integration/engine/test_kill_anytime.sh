@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # A worker SIGKILLed from outside at an arbitrary moment of training (inside
 # a push, between a push and its pull, or computing), over the transport
-# given: every other rank ends with a clear error naming it within
-# STRATA_TIMEOUT_MS, never a hang.
+# given, in a job that needs every worker (STRATA_MIN_WORKERS): every other
+# rank ends with a clear error naming it within STRATA_TIMEOUT_MS, never a
+# hang. (test_shrink.sh: the job that goes on without it.)
 EXACT=$1 TRANSPORT=$2
 RUN=unused
 source "$(dirname "$0")/common.sh"
 export STRATA_TIMEOUT_MS=3000 STRATA_TRANSPORT=$TRANSPORT STRATA_OPTIMIZER=sum
 W=3 S=2 N=5 VICTIM=3
+export STRATA_MIN_WORKERS=$W
 LDIR=$(mktemp -d)
 [ -n "${KEEP:-}" ] || trap 'rm -rf "$LDIR"' EXIT
 pids=()

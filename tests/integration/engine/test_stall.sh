@@ -73,8 +73,10 @@ stalled() {
   done
 }
 
+# In a job that needs every worker (else it goes on without it, as
+# esync and fedavg below).
 for p in bsp ssp asp gssp; do
-  stalled $p 3 "worker rank 3 \(pid [0-9]+ on [^)]*\)" \
+  stalled $p 3 "worker rank 3 \(pid [0-9]+ on [^)]*\)" STRATA_MIN_WORKERS=$W \
     "$EXACT" --steps 1000000 --check stale --staleness inf --stop-at 20
 done
 stalled bsp 1 "aggregator rank 1 \(pid [0-9]+ on [^)]*\)" \

@@ -14,9 +14,9 @@ job 3 2 STRATA_POLICY=ssp STRATA_STALENESS=1 -- \
   --steps 6 --check stale --staleness 1 --sleep
 job 2 2 STRATA_OPTIMIZER=sum -- --steps 3 --check sum
 # Joining takes the emulated CPU seconds, more on a busy host; the kill is
-# seen at once whatever the timeout.
+# seen at once whatever the timeout. The job needs both workers.
 export STRATA_LR=2
-by_hand 2 1 "$EXACT" --steps 50 --die-at 2
+STRATA_MIN_WORKERS=2 by_hand 2 1 "$EXACT" --steps 50 --die-at 2
 expect_rank 2 137 ""
 for r in 0 1; do
   expect_rank $r 3 "worker rank 2 .*disconnected (before|without) finalizing"

@@ -48,7 +48,9 @@ static void bsp_is_one_synchronous_group(void **state)
         assert_int_equal(p->group_of[w], 0);
     assert_int_equal(eng_policy_group_size(p, 0), 4);
     assert_true(p->intra_staleness == 0 && p->inter_staleness == 0);
-    assert_true(eng_policy_scale(p, 4, 4, 0, 0) == 0.25);
+    assert_true(eng_policy_scale(p, p->nworkers, 4, 4, 0, 0) == 0.25);
+    /* A worker dropped: the mean over the three left. */
+    assert_true(eng_policy_scale(p, 3, 3, 3, 0, 0) == 1.0 / 3);
     eng_policy_free(p);
 }
 
@@ -72,7 +74,7 @@ static void sum_only_needs_bsp(void **state)
     util_log_set_sink(capture, NULL);
     eng_policy_t *p = make("bsp", NULL, "sum", 2, STRATA_OK);
     assert_true(p->sum_only);
-    assert_true(eng_policy_scale(p, 2, 2, 0, 0) == 1.0);
+    assert_true(eng_policy_scale(p, p->nworkers, 2, 2, 0, 0) == 1.0);
     eng_policy_free(p);
     make("ssp", NULL, "sum", 2, STRATA_ERR_CONFIG);
     assert_non_null(strstr(last_error, "STRATA_OPTIMIZER=sum"));
@@ -102,16 +104,16 @@ static void gssp_scales_by_world_or_group_and_staleness(void **state)
     assert_int_equal(p->group_of[3], 1);
     assert_true(p->apply_on_arrival);
     assert_true(p->inter_staleness == INT64_MAX);
-    assert_true(eng_policy_scale(p, 3, 3, 0, 5) == 0.25);
+    assert_true(eng_policy_scale(p, p->nworkers, 3, 3, 0, 5) == 0.25);
     eng_policy_free(p);
     p = make_with(4,
                   (const char *const[]){"POLICY", "gssp", "GSSP_SCALE", "group",
                                         "STALENESS_LR", "inverse", NULL});
     assert_int_equal(p->group_of[3], 0); /* one group until measured */
     assert_false(p->apply_on_arrival);
-    assert_true(eng_policy_scale(p, 2, 2, 0, 0) == 0.5);
-    assert_true(eng_policy_scale(p, 2, 2, 0, 1) == 0.5);
-    assert_true(eng_policy_scale(p, 2, 2, 0, 4) == 0.125);
+    assert_true(eng_policy_scale(p, p->nworkers, 2, 2, 0, 0) == 0.5);
+    assert_true(eng_policy_scale(p, p->nworkers, 2, 2, 0, 1) == 0.5);
+    assert_true(eng_policy_scale(p, p->nworkers, 2, 2, 0, 4) == 0.125);
     eng_policy_free(p);
 }
 
@@ -122,14 +124,16 @@ static void rounds_average_deltas(void **state)
         make_with(3, (const char *const[]){"POLICY", "esync", "ESYNC_GLOBAL_LR",
                                            "0.5", NULL});
     assert_true(p->ops->rounds && p->ops->state_server);
-    assert_true(eng_policy_scale(p, 3, 2, 7, 0) == 0.25); /* lr_g / n */
+    assert_true(eng_policy_scale(p, p->nworkers, 3, 2, 7, 0) ==
+                0.25); /* lr_g / n */
     eng_policy_free(p);
     p = make_with(3,
                   (const char *const[]){"POLICY", "fedavg", "ESYNC_WEIGHTING",
                                         "steps", "FEDAVG_STEPS", "5", NULL});
     assert_true(p->ops->rounds && !p->ops->state_server);
     assert_int_equal(p->round_steps, 5);
-    assert_true(eng_policy_scale(p, 3, 3, 8, 0) == 0.125); /* 1 / steps */
+    assert_true(eng_policy_scale(p, p->nworkers, 3, 3, 8, 0) ==
+                0.125); /* 1 / steps */
     eng_policy_free(p);
 }
 

@@ -376,12 +376,13 @@ static void tensor_registered_twice(void **state)
     job_end();
 }
 
-/* A worker dies after the other pushed: the round cannot complete, and
- * every rank left names the dead worker. */
+/* A worker dies after the other pushed, and the job needs both
+ * (STRATA_MIN_WORKERS=2): the round cannot complete, and every rank left
+ * names the dead worker. */
 static void worker_lost_mid_round(void **state)
 {
     (void)state;
-    job_start(3, 1, NULL);
+    job_start(3, 1, (const char *const[]){"MIN_WORKERS=2", NULL});
     job_commit();
     strata_request_t *push1 = push(1), *pull1 = pull(1, 1);
     pump();
@@ -641,6 +642,59 @@ static void member_misbehaving_named_everywhere(void **state)
     job_end();
 }
 
+/* Two aggregators, two workers under bsp; worker 3 dies once its push of
+ * clock 1 left (and said so: PUSHED), before anyone pushed clock 2. Every
+ * aggregator keeps its clock 1, so clock 1 is the mean of both; from clock
+ * 2 on worker 2 trains alone, its gradient scaled by 1 / 1. A push that
+ * never left (clock 2 of worker 3) is lost, never half applied. */
+static void worker_lost_job_goes_on(void **state)
+{
+    (void)state;
+    job_start(4, 2, NULL);
+    job_commit();
+    grads(2, 1.0f, 2.0f);
+    grads(3, 3.0f, -2.0f);
+    strata_request_t *p2 = push(2), *p3 = push(3), *q2 = pull(2, 1);
+    pump();
+    assert_int_equal(wait_done(&q2), STRATA_OK);
+    expect_model(2, 1.0f, 0.0f); /* lr 0.5, mean (1 + 3) / 2, (2 - 2) / 2 */
+    (void)wait_done(&p2), (void)wait_done(&p3);
+
+    grads(3, 5.0f, 5.0f);
+    p3 = push(3);
+    eng_loop_once(job.ctx[3]); /* its writes of clock 1 leave, and PUSHED */
+    grads(3, 100.0f, 100.0f);
+    strata_request_t *lost = push(3); /* clock 2: never leaves */
+    rank_kill(3);
+    (void)lost;
+    test_log.errors = 0;
+    p2 = push(2), q2 = pull(2, 2);
+    pump();
+    assert_int_equal(wait_done(&q2), STRATA_OK);
+    /* clock 1: 0.5 * (1 + 5) / 2 and 0.5 * (2 + 5) / 2 */
+    expect_model(2, 2.5f, 1.75f);
+    (void)wait_done(&p2);
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(eng_fatal(job.ctx[r]), STRATA_OK);
+    assert_int_equal(test_log.errors, 0); /* a warning, not an error */
+
+    p2 = push(2), q2 = pull(2, 3);
+    pump();
+    assert_int_equal(wait_done(&q2), STRATA_OK);
+    expect_model(2, 3.0f, 2.75f); /* clock 2: 0.5 * 1 / 1, 0.5 * 2 / 1 */
+    assert_int_equal(wait_done(&p2), STRATA_OK);
+    for (int a = 0; a < 2; a++)
+        assert_int_equal(job.ctx[a]->agg->dropped_workers, 1);
+
+    strata_request_t *fin[MAX_RANKS];
+    for (int r = 0; r < 3; r++)
+        fin[r] = submit(job.ctx[r], ENG_CMD_FINALIZE);
+    pump();
+    for (int r = 0; r < 3; r++)
+        assert_int_equal(wait_done(&fin[r]), STRATA_OK);
+    job_end();
+}
+
 /* An aggregator dies mid-round: the worker, which saw its connection drop
  * and asked the coordinator, pushes on meanwhile without writing to the
  * dead link, and fails with the coordinator's word naming the aggregator
@@ -785,6 +839,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(member_misbehaving_named_everywhere,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(worker_lost_mid_round, test_log_setup,
+                                        test_log_teardown),
+        cmocka_unit_test_setup_teardown(worker_lost_job_goes_on, test_log_setup,
                                         test_log_teardown),
         cmocka_unit_test_setup_teardown(aggregator_lost_mid_round,
                                         test_log_setup, test_log_teardown),
