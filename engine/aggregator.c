@@ -157,7 +157,9 @@ static void eng_agg_forget(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
 static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
-    int rank = (int)eng_get_u32(r);
+    uint32_t said = eng_get_u32(r);
+    /* any u32 on the wire: checked before it is an int */
+    int rank = said < (uint32_t)ctx->size ? (int)said : -1;
     int widx = rank - ctx->naggs;
     char why[128];
     if (l->widx >= 0) { /* a worker of the job misbehaves */
@@ -168,9 +170,9 @@ static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
     if (!eng_rbuf_ok(r) || widx < 0 || widx >= ctx->nworkers ||
         a->links[widx]) {
         snprintf(why, sizeof(why),
-                 "it says it is rank %d, which is not a worker that has not "
+                 "it says it is rank %lld, which is not a worker that has not "
                  "joined yet",
-                 eng_rbuf_ok(r) ? rank : -1);
+                 eng_rbuf_ok(r) ? (long long)said : -1ll);
         eng_agg_forget(ctx, l, why);
         return;
     }
