@@ -10,6 +10,7 @@ packages=(
   libisal-dev libjemalloc-dev libssl-dev zlib1g-dev libopenblas-dev
   # tests: unit tests, the Promela model, launchers, sanitizers and fuzzers
   libcmocka-dev spin openmpi-bin libopenmpi-dev clang libclang-rt-14-dev
+  python3
   # soft-RoCE harness (a Debian kernel with rdma_rxe booted in QEMU; kmod's
   # depmod indexes the modules of a kernel package unpacked without
   # installing it)
@@ -19,6 +20,8 @@ packages=(
   iperf3 gnuplot-nox dataset-fashion-mnist hyperfine
   # the Python package's tests, examples and benchmarks (PyTorch)
   python3-torch python3-torchvision python3-pytest
+  # scripts/fresh-machine-check.sh
+  debootstrap
 )
 
 missing=()
