@@ -10,12 +10,14 @@
 #include "engine/engine.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "util/alloc.h"
+#include "util/file.h"
 #include "util/log.h"
 
 /* Settings that must be the same on every rank. */
@@ -199,20 +201,24 @@ void eng_boot_free(strata_ctx_t *ctx)
 
 /* ---- connecting (progress thread) ---- */
 
-/* The address rank 0 published; false while there is none yet. */
-static bool eng_read_coord_file(strata_ctx_t *ctx)
+/* The address rank 0 published: STRATA_ERR_AGAIN while there is none
+ * yet, STRATA_ERR_CONFIG (logged) when the path cannot hold one (a
+ * directory, a FIFO: reading it would block the progress thread). */
+static strata_status_t eng_read_coord_file(strata_ctx_t *ctx)
 {
-    FILE *f = fopen(ctx->launch.coord_file, "r");
-    if (!f)
-        return false;
-    char line[ENG_ADDR_MAX];
-    bool ok = fgets(line, sizeof(line), f) != NULL;
-    fclose(f);
-    line[strcspn(line, "\r\n")] = '\0';
-    if (!ok || !strchr(line, ':'))
-        return false;
-    snprintf(ctx->coord_addr, sizeof(ctx->coord_addr), "%s", line);
-    return true;
+    const char *path = ctx->launch.coord_file;
+    char what[PATH_MAX + 32], *text;
+    snprintf(what, sizeof(what), "STRATA_COORD_FILE=%s", path);
+    strata_status_t st = util_file_read(path, what, 4096, true, &text, NULL);
+    if (st != STRATA_OK)
+        return st;
+    text[strcspn(text, "\r\n")] = '\0';
+    if (strchr(text, ':') && strlen(text) < sizeof(ctx->coord_addr))
+        snprintf(ctx->coord_addr, sizeof(ctx->coord_addr), "%s", text);
+    else
+        st = STRATA_ERR_AGAIN; /* not (yet) an address */
+    util_free(text);
+    return st;
 }
 
 /* Retry after a backoff that doubles from 10 ms to 1 s, or at the deadline;
@@ -275,10 +281,19 @@ static void eng_boot_retry(strata_ctx_t *ctx)
         eng_boot_later(ctx, false);
         return;
     }
-    if (ctx->rank != 0 && ctx->launch.coord_file[0] &&
-        !eng_read_coord_file(ctx)) {
-        eng_boot_later(ctx, true);
-        return;
+    if (ctx->rank != 0 && ctx->launch.coord_file[0]) {
+        strata_status_t st = eng_read_coord_file(ctx);
+        if (st == STRATA_ERR_AGAIN) {
+            eng_boot_later(ctx, true);
+            return;
+        }
+        if (st != STRATA_OK) {
+            eng_fail(ctx, st,
+                     "cannot join the job: no coordinator's address can be "
+                     "read from STRATA_COORD_FILE=%s",
+                     ctx->launch.coord_file);
+            return;
+        }
     }
     strata_status_t st = tp_connect(ctx->coord_tp, ctx->coord_addr,
                                     &ctx->coord_peer, &ctx->coord_peer.ep);

@@ -1,12 +1,10 @@
 /* The job secret and the HMAC-SHA256 challenge-response of auth.h. */
 #include "transport/auth.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -14,6 +12,8 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include "util/alloc.h"
+#include "util/file.h"
 #include "util/log.h"
 
 /* Every message starts with magic, version and type; the rest is fixed per
@@ -57,41 +57,31 @@ _Static_assert(TP_AUTH_HDR_LEN + TP_AUTH_NONCE_LEN + TP_AUTH_MAC_LEN <=
 static strata_status_t
 tp_auth_read_secret_file(const char *path, unsigned char *buf, size_t *len_out)
 {
-    const char *key = "STRATA_JOB_SECRET_FILE";
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        util_error("%s=%s: cannot open: %s", key, path, strerror(errno));
-        return STRATA_ERR_CONFIG;
-    }
-    struct stat st;
-    if (fstat(fd, &st) == 0 && (st.st_mode & (S_IRWXG | S_IRWXO)))
-        util_warn("%s=%s is accessible by group or others (mode %04o); "
-                  "chmod 600 it",
-                  key, path, (unsigned)(st.st_mode & 07777));
+    char what[PATH_MAX + 32], *text;
+    snprintf(what, sizeof(what), "STRATA_JOB_SECRET_FILE=%s", path);
     size_t len = 0;
-    ssize_t n;
-    while (len < TP_AUTH_SECRET_FILE_MAX &&
-           (n = read(fd, buf + len, TP_AUTH_SECRET_FILE_MAX - len)) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            util_error("%s=%s: read failed: %s", key, path, strerror(errno));
-            close(fd);
-            return STRATA_ERR_CONFIG;
-        }
-        len += (size_t)n;
-    }
-    close(fd);
+    strata_status_t st =
+        util_file_read(path, what, TP_AUTH_SECRET_FILE_MAX, false, &text, &len);
+    if (st != STRATA_OK)
+        return st;
+    struct stat sb;
+    if (stat(path, &sb) == 0 && (sb.st_mode & (S_IRWXG | S_IRWXO)))
+        util_warn("%s is accessible by group or others (mode %04o); "
+                  "chmod 600 it",
+                  what, (unsigned)(sb.st_mode & 07777));
+    memcpy(buf, text, len);
+    OPENSSL_cleanse(text, len);
+    util_free(text);
     /* A file written by `echo secret > file` ends in a newline that is no
      * part of the secret. */
     while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
         len--;
     if (len == 0) {
-        util_error("%s=%s: the file is empty", key, path);
+        util_error("%s: the file is empty", what);
         return STRATA_ERR_CONFIG;
     }
     if (len == TP_AUTH_SECRET_FILE_MAX) {
-        util_error("%s=%s: longer than %d bytes", key, path,
+        util_error("%s: longer than %d bytes", what,
                    TP_AUTH_SECRET_FILE_MAX - 1);
         return STRATA_ERR_CONFIG;
     }

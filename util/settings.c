@@ -4,6 +4,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <strings.h>
 
 #include "util/alloc.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/parse.h"
 
@@ -341,21 +343,25 @@ static strata_status_t util_settings_read_line(util_settings_t *s,
     return util_settings_assign(s, name, value, UTIL_SETTING_SRC_FILE, where);
 }
 
+/* A settings file is a few hundred bytes; this bounds what a wrong path
+ * (a log, a core dump) costs. */
+#define UTIL_SETTINGS_FILE_MAX (1u << 20)
+
 static strata_status_t util_settings_read_file(util_settings_t *s,
                                                util_settings_scope_t scope,
                                                const char *path)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        util_error("config: STRATA_CONFIG=%s: cannot open: %s; expected a "
-                   "readable key=value file",
-                   path, strerror(errno));
-        return STRATA_ERR_CONFIG;
-    }
-    strata_status_t st = STRATA_OK;
-    char *line = NULL;
-    size_t cap = 0;
-    for (unsigned lineno = 1; getline(&line, &cap, f) >= 0; lineno++) {
+    char what[PATH_MAX + 32], *text;
+    snprintf(what, sizeof(what), "config: STRATA_CONFIG=%s", path);
+    strata_status_t st =
+        util_file_read(path, what, UTIL_SETTINGS_FILE_MAX, false, &text, NULL);
+    if (st != STRATA_OK)
+        return st;
+    char *line = text;
+    for (unsigned lineno = 1; *line; lineno++) {
+        char *next = line + strcspn(line, "\n");
+        if (*next)
+            *next++ = '\0';
         char where[512];
         snprintf(where, sizeof(where), "file %s:%u", path, lineno);
         char *hash = strchr(line, '#');
@@ -363,9 +369,9 @@ static strata_status_t util_settings_read_file(util_settings_t *s,
             *hash = '\0';
         if (util_settings_read_line(s, scope, line, where))
             st = STRATA_ERR_CONFIG;
+        line = next;
     }
-    free(line); /* allocated by getline */
-    fclose(f);
+    util_free(text);
     return st;
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The failures that must end in a clear error on every rank within
 # STRATA_TIMEOUT_MS, never a hang: a layout mismatch, a wrong job secret,
-# an unreachable coordinator, a worker killed in the middle of training (in
-# a job that needs every worker), an
+# an unreachable coordinator, a FIFO as its address file, a worker killed
+# in the middle of training (in a job that needs every worker), an
 # aggregator no worker can reach, and one that dies while the coordinator
 # is slow to see it. Every rank reports the job's first failure, as the
 # coordinator names it, not what it saw of its consequences.
@@ -29,6 +29,14 @@ within $limit env STRATA_RANK=2 STRATA_SIZE=3 STRATA_COORD=127.0.0.1:9 \
   STRATA_JOB_SECRET=x "$EXACT" >"$LDIR/2.log" 2>&1 || rc=$?
 echo $rc >"$LDIR/2.rc"
 expect_rank 2 3 "cannot join the job: the coordinator at 127.0.0.1:9 did not accept us within STRATA_TIMEOUT_MS=3000"
+
+# STRATA_COORD_FILE naming a FIFO: reading it waited for a writer forever.
+mkfifo "$LDIR/fifo"
+rc=0
+within $limit env STRATA_RANK=1 STRATA_SIZE=2 STRATA_COORD_FILE="$LDIR/fifo" \
+  STRATA_JOB_SECRET=x "$EXACT" >"$LDIR/1.log" 2>&1 || rc=$?
+echo $rc >"$LDIR/1.rc"
+expect_rank 1 3 "STRATA_COORD_FILE=.*/fifo: is a FIFO, not a regular file"
 
 # A job that needs all three workers (else it goes on: test_shrink.sh).
 STRATA_MIN_WORKERS=3 within $limit by_hand 3 2 "$EXACT" --steps 50 --die-at 3

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -253,6 +254,12 @@ static void secret_from_env_or_file(void **state)
     assert_int_equal(load(NULL, NULL, &b), STRATA_OK);
     assert_false(b.configured);
     assert_memory_not_equal(a.key, b.key, TP_AUTH_KEY_LEN);
+
+    /* A FIFO: opening it waited for a writer forever. */
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(load(NULL, path, &b), STRATA_ERR_CONFIG);
+    unlink(path);
+    assert_int_equal(load(NULL, "/tmp", &b), STRATA_ERR_CONFIG);
 }
 
 int main(void)

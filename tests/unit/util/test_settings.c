@@ -144,6 +144,19 @@ static void file_in_both_scopes(void **state)
     test_log_expect_n(3, "key 'STRATA_CONFIG' is not allowed in a file");
 }
 
+/* A directory opens and reads as an empty file: every setting fell back to
+ * its default without a word. */
+static void config_not_a_file_is_an_error(void **state)
+{
+    (void)state;
+    setenv("STRATA_CONFIG", "/tmp", 1);
+    util_settings_t *s = NULL;
+    assert_int_equal(util_settings_load(rows, T__COUNT, UTIL_SETTINGS_OWN, &s),
+                     STRATA_ERR_CONFIG);
+    assert_null(s);
+    test_log_expect("STRATA_CONFIG=/tmp: is a directory, not a regular file");
+}
+
 static void a_module_finds_its_rows_among_others(void **state)
 {
     (void)state;
@@ -177,6 +190,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(all_scope_refuses_other_names, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(file_in_both_scopes, setup, teardown),
+        cmocka_unit_test_setup_teardown(config_not_a_file_is_an_error, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(a_module_finds_its_rows_among_others,
                                         setup, teardown),
     };
