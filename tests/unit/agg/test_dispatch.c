@@ -10,26 +10,13 @@
 #include <cmocka.h>
 
 #include "agg_test.h"
+#include "tests/support/test_log.h"
 #include "util/log.h"
-
-static int errors;
-static char last_error[512];
-
-static void capture(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg;
-    if (level == UTIL_LOG_ERROR) {
-        errors++;
-        snprintf(last_error, sizeof(last_error), "%s", line);
-    }
-}
 
 static int setup(void **state)
 {
     (void)state;
-    errors = 0;
-    last_error[0] = '\0';
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     return 0;
 }
 
@@ -37,7 +24,7 @@ static int teardown(void **state)
 {
     (void)state;
     agg_cpu_mask(0);
-    util_log_set_sink(NULL, NULL);
+    test_log_stop();
     return 0;
 }
 
@@ -56,8 +43,8 @@ static strata_status_t init_with(const char *key, const char *value)
 
 static void assert_error_mentions(const char *a, const char *b)
 {
-    if (!strstr(last_error, a) || !strstr(last_error, b))
-        fail_msg("error '%s' lacks '%s' or '%s'", last_error, a, b);
+    if (!strstr(test_log.last_error, a) || !strstr(test_log.last_error, b))
+        fail_msg("error '%s' lacks '%s' or '%s'", test_log.last_error, a, b);
 }
 
 /* Run in a child so that the lazy, once-only configuration starts afresh. */
@@ -88,8 +75,8 @@ static void child_lazy_bad_config(void)
     const void *srcs[1] = {&x};
     setenv("STRATA_SIMD", "sse9", 1);
     if (strata_reduce(STRATA_FP32, &y, srcs, 1, 1, 1.0) != STRATA_ERR_CONFIG ||
-        strata_simd_name() != NULL || errors < 2 ||
-        !strstr(last_error, "configuration is invalid"))
+        strata_simd_name() != NULL || test_log.errors < 2 ||
+        !strstr(test_log.last_error, "configuration is invalid"))
         _exit(1);
 }
 
@@ -104,7 +91,8 @@ static void child_lazy_ignores_other_settings(void)
     setenv("STRATA_TIMEOUT_MS", "abc", 1);
     setenv("STRATA_SIMD", "scalar", 1);
     if (strata_reduce(STRATA_FP32, &y, srcs, 1, 1, 1.0) != STRATA_OK ||
-        y != 1 || strcmp(strata_simd_name(), "scalar") != 0 || errors != 0)
+        y != 1 || strcmp(strata_simd_name(), "scalar") != 0 ||
+        test_log.errors != 0)
         _exit(1);
 }
 
@@ -132,7 +120,7 @@ static void simd_setting_selects(void **state)
     for (size_t t = 0; t < agg_impl_count(); t++)
         if (agg_impl_supported(agg_impl(t)))
             assert_true(agg_impl(t)->isa <= best->isa);
-    assert_int_equal(errors, 0);
+    assert_int_equal(test_log.errors, 0);
 }
 
 static void unsupported_simd_is_a_config_error(void **state)
@@ -149,7 +137,7 @@ static void unsupported_simd_is_a_config_error(void **state)
     assert_error_mentions("STRATA_SIMD=avx2", "no avx2");
     assert_int_equal(init_with("SIMD", "auto"), STRATA_OK);
     assert_string_equal(strata_simd_name(), "scalar");
-    assert_int_equal(errors, 2);
+    assert_int_equal(test_log.errors, 2);
 }
 
 static void simd_select_api(void **state)

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "agg_test.h"
+#include "tests/support/test_log.h"
 #include "util/log.h"
 
 #define GUARD 64 /* bytes of canary on each side of a destination */
@@ -230,18 +231,6 @@ static void sixteen_bit_rounding_sweep(void **state)
 
 /* ---- public API ---- */
 
-static int errors;
-static char last_error[512];
-
-static void capture(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg;
-    if (level == UTIL_LOG_ERROR) {
-        errors++;
-        snprintf(last_error, sizeof(last_error), "%s", line);
-    }
-}
-
 static void public_calls_each_path(void **state)
 {
     (void)state;
@@ -308,7 +297,7 @@ static void bad_arguments(void **state)
     (void)state;
     float x = 1, y = 2;
     const void *srcs[STRATA_REDUCE_MAX_SOURCES + 1] = {&x, &x, NULL};
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     struct {
         strata_status_t st;
         const char *want;
@@ -325,15 +314,16 @@ static void bad_arguments(void **state)
     };
     for (size_t i = 0; i < sizeof(r) / sizeof(*r); i++) {
         assert_int_equal(r[i].st, STRATA_ERR_INVALID);
-        if (!strstr(last_error, "agg: strata_reduce"))
-            fail_msg("error '%s' does not name the function", last_error);
+        if (!strstr(test_log.last_error, "agg: strata_reduce"))
+            fail_msg("error '%s' does not name the function",
+                     test_log.last_error);
     }
-    assert_int_equal(errors, (int)(sizeof(r) / sizeof(*r)));
+    assert_int_equal(test_log.errors, (int)(sizeof(r) / sizeof(*r)));
     /* Nothing to do is fine, whatever the pointers. */
     assert_int_equal(strata_reduce(STRATA_FP16, NULL, srcs, 2, 0, 1.0),
                      STRATA_OK);
     assert_true(y == 2.0f);
-    util_log_set_sink(NULL, NULL);
+    test_log_stop();
 }
 
 int main(void)

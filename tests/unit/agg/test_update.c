@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "agg_test.h"
+#include "tests/support/test_log.h"
 #include "util/log.h"
 
 #define N 1037
@@ -226,21 +227,13 @@ static void fused_update_over_a_pool(void **state)
         free(g[j]);
 }
 
-static int errors;
-
-static void capture(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg, (void)line;
-    errors += level == UTIL_LOG_ERROR;
-}
-
 static void bad_arguments(void **state)
 {
     (void)state;
     float w = 1, g = 1;
     double d = 1;
     strata_sgd_t p = {.lr = 1, .momentum = 0.9f, .grad_scale = 1};
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     assert_int_equal(strata_sgd_update(&p, STRATA_FP32, &w, NULL, &g, 1),
                      STRATA_ERR_INVALID);
     assert_int_equal(strata_sgd_update(NULL, STRATA_FP32, &w, &w, &g, 1),
@@ -258,9 +251,9 @@ static void bad_arguments(void **state)
     assert_int_equal(
         strata_sgd_update_sum_mt(NULL, &p, STRATA_FP32, &w, &w, grads, 0, 1),
         STRATA_ERR_INVALID);
-    assert_int_equal(errors, 7);
+    assert_int_equal(test_log.errors, 7);
     assert_true(w == 1.0f);
-    util_log_set_sink(NULL, NULL);
+    test_log_stop();
 }
 
 int main(void)

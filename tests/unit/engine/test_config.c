@@ -11,25 +11,12 @@
 #include <cmocka.h>
 
 #include "engine/config.h"
+#include "tests/support/test_log.h"
 #include "util/log.h"
 
 extern char **environ;
 
-typedef struct errors {
-    int count;
-    char lines[8][1024];
-} errors_t;
-
-static errors_t errs;
 static char conf_path[64];
-
-static void capture(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg;
-    if (level == UTIL_LOG_ERROR && errs.count < 8)
-        strncpy(errs.lines[errs.count], line, sizeof(errs.lines[0]) - 1);
-    errs.count += level == UTIL_LOG_ERROR;
-}
 
 /* Each test starts with no STRATA_* variable, whatever ran before. */
 static void clear_strata_env(void)
@@ -51,15 +38,14 @@ static int setup(void **state)
 {
     (void)state;
     clear_strata_env();
-    memset(&errs, 0, sizeof(errs));
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    util_log_set_sink(NULL, NULL);
+    test_log_stop();
     clear_strata_env();
     if (conf_path[0])
         unlink(conf_path);
@@ -80,7 +66,7 @@ static void write_conf(const char *text)
 static void assert_error_mentions(int index, const char *a, const char *b,
                                   const char *c)
 {
-    const char *line = errs.lines[index];
+    const char *line = test_log.error[index];
     for (const char *want[] = {a, b, c}, **w = want; w < want + 3; w++)
         if (*w && !strstr(line, *w))
             fail_msg("error '%s' lacks '%s'", line, *w);
@@ -90,7 +76,7 @@ static eng_config_t *load_ok(void)
 {
     eng_config_t *cfg = NULL;
     assert_int_equal(eng_config_load(&cfg), STRATA_OK);
-    assert_int_equal(errs.count, 0);
+    assert_int_equal(test_log.errors, 0);
     return cfg;
 }
 
@@ -99,7 +85,7 @@ static void load_fails(void)
     eng_config_t *cfg = NULL;
     assert_int_equal(eng_config_load(&cfg), STRATA_ERR_CONFIG);
     assert_null(cfg);
-    assert_true(errs.count > 0);
+    assert_true(test_log.errors > 0);
 }
 
 static void defaults(void **state)
@@ -164,7 +150,7 @@ static void unknown_variable_is_named(void **state)
     (void)state;
     setenv("STRATA_BOGUS", "1", 1);
     load_fails();
-    assert_int_equal(errs.count, 1);
+    assert_int_equal(test_log.errors, 1);
     assert_error_mentions(0, "STRATA_BOGUS=1", "environment",
                           "unknown setting");
 }
@@ -178,7 +164,7 @@ static void binding_settings_are_left_alone(void **state)
     setenv("STRATA_EXT_ANYTHING", "x", 1);
     eng_config_t *cfg = load_ok();
     eng_config_free(cfg);
-    assert_int_equal(errs.count, 0);
+    assert_int_equal(test_log.errors, 0);
 }
 
 static void typo_gets_a_suggestion(void **state)
@@ -217,12 +203,12 @@ static void malformed_values_name_key_value_and_expectation(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         clear_strata_env();
-        memset(&errs, 0, sizeof(errs));
+        test_log_reset();
         setenv(cases[i].key, cases[i].value, 1);
         load_fails();
         char kv[256];
         snprintf(kv, sizeof(kv), "%s=%s", cases[i].key, cases[i].value);
-        assert_int_equal(errs.count, 1);
+        assert_int_equal(test_log.errors, 1);
         assert_error_mentions(0, kv, "expected", cases[i].expected);
     }
 }
@@ -233,7 +219,7 @@ static void every_error_is_reported(void **state)
     setenv("STRATA_IB_QPS", "x", 1);
     setenv("STRATA_BOGUS", "y", 1);
     load_fails();
-    assert_int_equal(errs.count, 2);
+    assert_int_equal(test_log.errors, 2);
 }
 
 static void file_errors_name_file_and_line(void **state)
@@ -241,7 +227,7 @@ static void file_errors_name_file_and_line(void **state)
     (void)state;
     write_conf("policy=bsp\nnot a setting\nwhatever=1\n");
     load_fails();
-    assert_int_equal(errs.count, 2);
+    assert_int_equal(test_log.errors, 2);
     char where[128];
     snprintf(where, sizeof(where), "%s:2", conf_path);
     assert_error_mentions(0, where, "expected key=value", NULL);
@@ -302,7 +288,7 @@ static void secret_is_not_echoed_in_errors(void **state)
     big[sizeof(big) - 1] = '\0';
     setenv("STRATA_JOB_SECRET", big, 1); /* too long */
     load_fails();
-    assert_null(strstr(errs.lines[0], "aaaa"));
+    assert_null(strstr(test_log.error[0], "aaaa"));
 }
 
 int main(void)

@@ -9,12 +9,8 @@
 #include <cmocka.h>
 
 #include "engine/layout.h"
+#include "tests/support/test_log.h"
 #include "util/log.h"
-
-static void quiet(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg, (void)level, (void)line;
-}
 
 static eng_tensor_desc_t desc(const char *name, strata_dtype_t dt, uint64_t n)
 {
@@ -205,7 +201,7 @@ static void mismatch_names_first_difference(void **state)
 static void bad_descriptions_are_refused(void **state)
 {
     (void)state;
-    util_log_set_sink(quiet, NULL);
+    test_log_start();
     eng_tensor_desc_t t[] = {desc("", STRATA_FP32, 1)};
     eng_layout_t *l;
     assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
@@ -215,7 +211,8 @@ static void bad_descriptions_are_refused(void **state)
     assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
     t[0] = desc("x", STRATA_FP32, UINT64_MAX / 2);
     assert_int_equal(eng_layout_build(t, 1, 4096, 1, &l), STRATA_ERR_INVALID);
-    util_log_set_sink(NULL, NULL);
+    assert_int_equal(test_log.errors, 4); /* each refusal said once */
+    test_log_stop();
 }
 
 int main(void)

@@ -9,16 +9,8 @@
 
 #include "engine/config.h"
 #include "engine/policy.h"
+#include "tests/support/test_log.h"
 #include "util/log.h"
-
-static char last_error[1024];
-
-static void capture(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg;
-    if (level == UTIL_LOG_ERROR)
-        strncpy(last_error, line, sizeof(last_error) - 1);
-}
 
 static eng_policy_t *make(const char *policy, const char *staleness,
                           const char *optimizer, uint32_t nworkers,
@@ -71,14 +63,14 @@ static void ssp_and_asp_are_groups_per_worker(void **state)
 static void sum_only_needs_bsp(void **state)
 {
     (void)state;
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     eng_policy_t *p = make("bsp", NULL, "sum", 2, STRATA_OK);
     assert_true(p->sum_only);
     assert_true(eng_policy_scale(p, p->nworkers, 2, 2, 0, 0) == 1.0);
     eng_policy_free(p);
     make("ssp", NULL, "sum", 2, STRATA_ERR_CONFIG);
-    assert_non_null(strstr(last_error, "STRATA_OPTIMIZER=sum"));
-    util_log_set_sink(NULL, NULL);
+    assert_non_null(strstr(test_log.last_error, "STRATA_OPTIMIZER=sum"));
+    test_log_stop();
 }
 
 /* A policy from KEY=VALUE settings. */
@@ -140,15 +132,15 @@ static void rounds_average_deltas(void **state)
 static void gdtopk_needs_gssp(void **state)
 {
     (void)state;
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     eng_config_t *cfg;
     assert_int_equal(eng_config_defaults(&cfg), STRATA_OK);
     assert_int_equal(eng_config_set(cfg, "GDTOPK", "1"), STRATA_OK);
     eng_policy_t *p = NULL;
     assert_int_equal(eng_policy_create(cfg, 2, &p), STRATA_ERR_CONFIG);
-    assert_non_null(strstr(last_error, "STRATA_GDTOPK=1 needs"));
+    assert_non_null(strstr(test_log.last_error, "STRATA_GDTOPK=1 needs"));
     eng_config_free(cfg);
-    util_log_set_sink(NULL, NULL);
+    test_log_stop();
 }
 
 int main(void)

@@ -8,30 +8,22 @@
 
 #include <cmocka.h>
 
+#include "tests/support/test_log.h"
 #include "tests/support/test_tp_params.h"
 #include "transport/transport.h"
 #include "util/log.h"
 
-static char last_error[1024];
-
-static void capture(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg;
-    if (level == UTIL_LOG_ERROR)
-        snprintf(last_error, sizeof(last_error), "%s", line);
-}
-
 static int setup(void **state)
 {
     (void)state;
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    util_log_set_sink(NULL, NULL);
+    test_log_stop();
     return 0;
 }
 
@@ -51,11 +43,11 @@ static void unknown_provider_is_named(void **state)
     util_settings_t *s;
     tp_params_t params = params_with(NULL, NULL, &s);
     tp_ctx_t *ctx = NULL;
-    last_error[0] = 0;
+    test_log.last_error[0] = 0;
     assert_int_equal(tp_open("carrier-pigeon", &params, &ctx),
                      STRATA_ERR_INVALID);
     assert_null(ctx);
-    assert_non_null(strstr(last_error, "carrier-pigeon"));
+    assert_non_null(strstr(test_log.last_error, "carrier-pigeon"));
     assert_int_equal(tp_open(NULL, &params, &ctx), STRATA_ERR_INVALID);
     assert_int_equal(tp_open("tcp", NULL, &ctx), STRATA_ERR_INVALID);
     assert_false(tp_available("carrier-pigeon"));
@@ -73,12 +65,12 @@ static void verbs_without_device_is_a_clear_error(void **state)
     util_settings_t *s;
     tp_params_t params = params_with(NULL, NULL, &s);
     tp_ctx_t *ctx = NULL;
-    last_error[0] = 0;
+    test_log.last_error[0] = 0;
     strata_status_t st = tp_open("verbs", &params, &ctx);
     assert_true(st == STRATA_ERR_UNSUPPORTED || st == STRATA_ERR_NO_DEVICE);
     assert_null(ctx);
-    assert_true(strstr(last_error, "not compiled in") ||
-                strstr(last_error, "device"));
+    assert_true(strstr(test_log.last_error, "not compiled in") ||
+                strstr(test_log.last_error, "device"));
     util_settings_free(s);
 }
 

@@ -12,18 +12,11 @@
 
 #include <cmocka.h>
 
+#include "tests/support/test_log.h"
 #include "transport/verbs/verbs_gid.h"
 #include "util/log.h"
 
 static char root[64];
-static char last_error[1024];
-
-static void capture(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg;
-    if (level == UTIL_LOG_ERROR)
-        snprintf(last_error, sizeof(last_error), "%s", line);
-}
 
 static void mkdirs(const char *path)
 {
@@ -81,15 +74,14 @@ static int setup(void **state)
     (void)state;
     snprintf(root, sizeof(root), "/tmp/strata-sysfs-XXXXXX");
     assert_non_null(mkdtemp(root));
-    last_error[0] = '\0';
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    util_log_set_sink(NULL, NULL);
+    test_log_stop();
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
     assert_int_equal(system(cmd), 0);
@@ -154,8 +146,8 @@ static void unreadable_types_are_skipped(void **state)
     assert_int_equal(select_index("rxe0", true, -1), 0);
     gid("rxe0", 0, link_local, NULL);
     assert_int_equal(select_index("rxe0", true, -1), -1);
-    assert_non_null(strstr(last_error, "no usable GID"));
-    assert_non_null(strstr(last_error, "rxe0"));
+    assert_non_null(strstr(test_log.last_error, "no usable GID"));
+    assert_non_null(strstr(test_log.last_error, "rxe0"));
 }
 
 static void override_is_checked(void **state)
@@ -166,7 +158,7 @@ static void override_is_checked(void **state)
     gid("mlx5_0", 2, zero, NULL);
     assert_int_equal(select_index("mlx5_0", true, 0), 0);
     assert_int_equal(select_index("mlx5_0", true, 2), -1);
-    assert_non_null(strstr(last_error, "GID 2 of mlx5_0"));
+    assert_non_null(strstr(test_log.last_error, "GID 2 of mlx5_0"));
     assert_int_equal(select_index("mlx5_0", true, 7), -1);
 }
 
@@ -187,7 +179,7 @@ static void missing_device(void **state)
 {
     (void)state;
     assert_int_equal(select_index("nodev", true, -1), -1);
-    assert_non_null(strstr(last_error, "nodev"));
+    assert_non_null(strstr(test_log.last_error, "nodev"));
 }
 
 static int override_of(const char *spec, const char *dev)
@@ -222,10 +214,10 @@ static void gid_index_errors(void **state)
     const char *bad[] = {
         "x", "-1", "3x", "mlx5_0:", ":3", "mlx5_0:3:4", "mlx5_0:a", "5000"};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        last_error[0] = '\0';
+        test_log.last_error[0] = '\0';
         assert_int_equal(override_of(bad[i], "mlx5_0"), -3);
-        assert_non_null(strstr(last_error, "STRATA_IB_GID_INDEX"));
-        assert_non_null(strstr(last_error, bad[i]));
+        assert_non_null(strstr(test_log.last_error, "STRATA_IB_GID_INDEX"));
+        assert_non_null(strstr(test_log.last_error, bad[i]));
     }
 }
 

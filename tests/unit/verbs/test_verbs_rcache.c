@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include "tests/support/test_log.h"
 #include "transport/transport.h"
 #include "transport/verbs/verbs_rcache.h"
 #include "util/log.h"
@@ -49,22 +50,12 @@ static void fake_dereg(void *arg, tp_verbs_reg_t *reg)
 }
 
 static tp_verbs_rcache_t rc;
-static char warnings[8][256];
-static int nwarn;
-
-static void capture(void *arg, util_log_level_t level, const char *line)
-{
-    (void)arg;
-    if (level == UTIL_LOG_WARN && nwarn < 8)
-        snprintf(warnings[nwarn++], sizeof(warnings[0]), "%s", line);
-}
 
 static int setup(void **state)
 {
     (void)state;
     memset(&dev, 0, sizeof(dev));
-    nwarn = 0;
-    util_log_set_sink(capture, NULL);
+    test_log_start();
     tp_verbs_rcache_ops_t ops = {fake_reg, fake_dereg, NULL};
     tp_verbs_rcache_init(&rc, &ops, PAGE);
     return 0;
@@ -74,7 +65,7 @@ static int teardown(void **state)
 {
     (void)state;
     tp_verbs_rcache_fini(&rc);
-    util_log_set_sink(NULL, NULL);
+    test_log_stop();
     return 0;
 }
 
@@ -200,8 +191,8 @@ static void leaks_are_released_at_fini(void **state)
     get(at(0, 0), 10, TP_ACCESS_LOCAL);
     tp_verbs_rcache_fini(&rc);
     assert_int_equal(dev.live, 0);
-    assert_int_equal(nwarn, 1);
-    assert_non_null(strstr(warnings[0], "still has 1 references"));
+    assert_int_equal(test_log.warnings, 1);
+    assert_non_null(strstr(test_log.warning[0], "still has 1 references"));
     tp_verbs_rcache_ops_t ops = {fake_reg, fake_dereg, NULL};
     tp_verbs_rcache_init(&rc, &ops, PAGE); /* for teardown */
 }
