@@ -9,18 +9,25 @@
  * (eng_cmd_submit) and wait on gates and requests it raises; queries and
  * metrics read atomics.
  *
- * Modules:
+ * Modules (docs/engine.md, "Structure", says who reaches whom how):
  *   loop.c        progress thread, commands, event dispatch, timers
  *   fail.c        the job's failure, and asking the coordinator for it
  *   live.c        liveness: beats, and who is stalled (engine/live.h)
  *   msg.c         peers and their handler tables, control messages, names
+ *   req.c         requests: the pool, waiting, completion
  *   boot.c        joining the job: the coordinator's address, HELLO, roster
- *   coord.c       the coordinator (rank 0): roster, layout check, exits
- *   worker.c      worker data path: pushes, model arrivals
- *   aggregator.c  aggregator data path: slots, reductions, model writes
+ *   coord*.c      the coordinator (rank 0): roster, layout check, exits, and
+ *                 its part of the policies (coord.h)
+ *   worker*.c     the worker: connecting, pushes, model arrivals, commit,
+ *                 memory, the application thread's side (worker.h); with
+ *                 gssp.c and rounds.c, its part of the policies
+ *   aggregator.c, agg_*.c  the aggregator: slots, reductions, model writes,
+ *                 its part of the policies (aggregator.h)
  *   ctx.c         a context: settings, place in the job, roles; teardown
  *   api.c         the public API
  *   metrics.c     counters and their JSON
+ * Loop, boot and failure reach the roles only through the tables below
+ * (eng_role_ops_t, eng_timer_t) and the peers' (msg.h).
  */
 #ifndef STRATA_ENGINE_ENGINE_H
 #define STRATA_ENGINE_ENGINE_H
