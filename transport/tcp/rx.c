@@ -32,30 +32,28 @@ static tp_tcp_rx_result_t tp_tcp_refuse(tp_tcp_ep_t *ep, strata_status_t status,
     tp_tcp_queue_frame(ep, TP_TCP_REFUSE, (uint64_t)status, why,
                        (uint32_t)strnlen(why, TP_TCP_REFUSE_MAX));
     tp_tcp_flush(ep);
-    tp_tcp_ep_fail(ep, status, "refused what it sent: %s", why);
+    tp_sock_ep_fail(&ep->sock, status, "refused what it sent: %s", why);
     return TP_TCP_RX_DEAD;
 }
 
 static tp_tcp_rx_result_t tp_tcp_rx_error(tp_tcp_ep_t *ep, ssize_t n)
 {
     if (n == 0) {
-        tp_tcp_ep_fail(ep,
-                       ep->state == TP_TCP_AUTH_WAIT ? STRATA_ERR_AUTH
-                                                     : STRATA_ERR_PEER,
-                       ep->state == TP_TCP_AUTH_WAIT
-                           ? "closed the connection during authentication "
-                             "(a different job secret, or no Strata peer)"
-                           : "connection closed by the peer without a "
-                             "goodbye (process died or host reset?)");
+        if (ep->sock.state == TP_SOCK_AUTH)
+            tp_sock_ep_auth_closed(&ep->sock);
+        else
+            tp_sock_ep_fail(&ep->sock, STRATA_ERR_PEER,
+                            "connection closed by the peer without a "
+                            "goodbye (process died or host reset?)");
         return TP_TCP_RX_DEAD;
     }
     if (errno == EAGAIN || errno == EINTR) {
         ep->rx.ready = errno == EINTR;
         return errno == EINTR ? TP_TCP_RX_MORE : TP_TCP_RX_IDLE;
     }
-    tp_tcp_ep_fail(ep,
-                   errno == ETIMEDOUT ? STRATA_ERR_TIMEOUT : STRATA_ERR_PEER,
-                   "receive failed: %s", strerror(errno));
+    tp_sock_ep_fail(&ep->sock,
+                    errno == ETIMEDOUT ? STRATA_ERR_TIMEOUT : STRATA_ERR_PEER,
+                    "receive failed: %s", strerror(errno));
     return TP_TCP_RX_DEAD;
 }
 
@@ -72,7 +70,7 @@ static tp_tcp_rx_result_t tp_tcp_fill(tp_tcp_ep_t *ep, uint32_t need)
         rx->beg = 0;
     }
     size_t want = TP_TCP_RX_STAGE - rx->end;
-    ssize_t n = recv(ep->fd, rx->stage + rx->end, want, 0);
+    ssize_t n = recv(ep->sock.fd, rx->stage + rx->end, want, 0);
     if (n <= 0)
         return tp_tcp_rx_error(ep, n);
     rx->end += (uint32_t)n;
@@ -109,10 +107,9 @@ static tp_tcp_rx_result_t tp_tcp_write_done(tp_tcp_ep_t *ep)
     }
     if (rx->hdr.flags & TP_TCP_F_IMM) {
         rx->imm_taken = false;
-        tp_evq_item_t *it = tp_evq_push_arrival(
-            &ep->ctx->evq, true, TP_EV_WRITE_IMM, &ep->base, NULL, rx->hdr.len);
+        tp_evq_item_t *it = tp_sock_ep_arrival(&ep->sock, true, TP_EV_WRITE_IMM,
+                                               NULL, rx->hdr.len);
         it->ev.imm = rx->hdr.imm;
-        ep->events++;
     }
     return TP_TCP_RX_MORE;
 }
@@ -131,7 +128,7 @@ static tp_tcp_rx_result_t tp_tcp_payload(tp_tcp_ep_t *ep)
         return TP_TCP_RX_IDLE;
     rx->beg = rx->end = 0;
     struct iovec iov[2] = {{rx->dst, rx->left}, {rx->stage, TP_TCP_RX_STAGE}};
-    ssize_t n = readv(ep->fd, iov, 2);
+    ssize_t n = readv(ep->sock.fd, iov, 2);
     if (n <= 0)
         return tp_tcp_rx_error(ep, n);
     uint64_t got = (uint64_t)n, landed = got < rx->left ? got : rx->left;
@@ -149,7 +146,7 @@ static tp_tcp_rx_result_t tp_tcp_write_begin(tp_tcp_ep_t *ep)
     tp_tcp_rx_t *rx = &ep->rx;
     const tp_tcp_hdr_t *h = &rx->hdr;
     char why[TP_TCP_REFUSE_MAX];
-    tp_tcp_mr_t *mr = util_keymap_get(&ep->grants, h->key);
+    tp_sock_mr_t *mr = util_keymap_get(&ep->sock.grants, h->key);
     if (!mr) {
         snprintf(why, sizeof(why),
                  "write of %u bytes to region %#llx, which is not exported "
@@ -165,11 +162,11 @@ static tp_tcp_rx_result_t tp_tcp_write_begin(tp_tcp_ep_t *ep)
                  mr->base.len);
         return tp_tcp_refuse(ep, STRATA_ERR_RANGE, why);
     }
-    if (ep->ctx->crc && !(h->flags & TP_TCP_F_CRC))
+    if (tp_tcp_ep_ctx(ep)->crc && !(h->flags & TP_TCP_F_CRC))
         return tp_tcp_refuse(ep, STRATA_ERR_CONFIG,
                              "write without CRC32C, but STRATA_TCP_CRC=1 "
                              "here: set it alike on every rank");
-    if ((h->flags & TP_TCP_F_IMM) && !tp_evq_arrival_take(&ep->ctx->evq))
+    if ((h->flags & TP_TCP_F_IMM) && !tp_evq_arrival_take(&ep->sock.ctx->evq))
         return TP_TCP_RX_STALL;
     rx->imm_taken = h->flags & TP_TCP_F_IMM;
     rx->crc =
@@ -185,10 +182,8 @@ static tp_tcp_rx_result_t tp_tcp_message(tp_tcp_ep_t *ep)
 {
     tp_tcp_rx_t *rx = &ep->rx;
     const uint8_t *body = rx->stage + rx->beg + TP_TCP_HDR_LEN;
-    if (!tp_evq_push_arrival(&ep->ctx->evq, false, TP_EV_RECV, &ep->base, body,
-                             rx->hdr.len))
+    if (!tp_sock_ep_arrival(&ep->sock, false, TP_EV_RECV, body, rx->hdr.len))
         return TP_TCP_RX_STALL;
-    ep->events++;
     rx->beg += TP_TCP_HDR_LEN + rx->hdr.len;
     return TP_TCP_RX_MORE;
 }
@@ -205,7 +200,7 @@ static tp_tcp_rx_result_t tp_tcp_refused(tp_tcp_ep_t *ep)
     strata_status_t st = h->key > STRATA_OK && h->key <= STRATA_ERR_CANCELED
                              ? (strata_status_t)h->key
                              : STRATA_ERR_PROTO;
-    tp_tcp_ep_fail(ep, st, "the peer refused what we sent: %s", why);
+    tp_sock_ep_fail(&ep->sock, st, "the peer refused what we sent: %s", why);
     return TP_TCP_RX_DEAD;
 }
 
@@ -214,7 +209,7 @@ static bool tp_tcp_frame_allowed(const tp_tcp_ep_t *ep, uint8_t type)
 {
     if (type == TP_TCP_REFUSE)
         return true;
-    if (ep->state == TP_TCP_AUTH_WAIT)
+    if (ep->sock.state == TP_SOCK_AUTH)
         return type == TP_TCP_AUTH;
     return type != TP_TCP_AUTH;
 }
@@ -229,13 +224,13 @@ static tp_tcp_rx_result_t tp_tcp_frame(tp_tcp_ep_t *ep)
         return tp_tcp_refuse(ep, STRATA_ERR_PROTO, why);
     if (!tp_tcp_frame_allowed(ep, rx->hdr.type))
         return tp_tcp_refuse(ep, STRATA_ERR_PROTO,
-                             ep->state == TP_TCP_AUTH_WAIT
+                             ep->sock.state == TP_SOCK_AUTH
                                  ? "data before authentication"
                                  : "authentication after it succeeded");
     if (rx->hdr.type == TP_TCP_WRITE)
         return tp_tcp_write_begin(ep);
     if (rx->hdr.type == TP_TCP_BYE) {
-        tp_tcp_peer_closed(ep);
+        tp_sock_ep_fail(&ep->sock, STRATA_OK, "closed the connection");
         return TP_TCP_RX_DEAD;
     }
     uint32_t frame = TP_TCP_HDR_LEN + rx->hdr.len;
@@ -246,8 +241,9 @@ static tp_tcp_rx_result_t tp_tcp_frame(tp_tcp_ep_t *ep)
     if (rx->hdr.type == TP_TCP_REFUSE)
         return tp_tcp_refused(ep);
     rx->beg += frame;
-    tp_tcp_auth_recv(ep, rx->stage + rx->beg - rx->hdr.len, rx->hdr.len);
-    return ep->state == TP_TCP_DOWN ? TP_TCP_RX_DEAD : TP_TCP_RX_MORE;
+    tp_sock_auth_recv(&ep->sock, rx->stage + rx->beg - rx->hdr.len,
+                      rx->hdr.len);
+    return ep->sock.state == TP_SOCK_DOWN ? TP_TCP_RX_DEAD : TP_TCP_RX_MORE;
 }
 
 void tp_tcp_rx(tp_tcp_ep_t *ep)

@@ -1,7 +1,7 @@
 /*
  * The tcp provider's private structures, shared by its files:
- *   tcp.c   context, regions, progress loop
- *   conn.c  listen, accept, connect, authentication, endpoint lifecycle
+ *   tcp.c   context, regions, progress loop, on the base of sock.h
+ *   conn.c  listen, connect, and an endpoint's own part of its lifecycle
  *   addr.c  "host:port" parsing and socket options
  *   tx.c    the send queue: posting and flushing with sendmsg
  *   rx.c    the receive state machine: payloads land straight in regions
@@ -13,18 +13,13 @@
 #ifndef STRATA_TRANSPORT_TCP_TCP_H
 #define STRATA_TRANSPORT_TCP_TCP_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
 
-#include "transport/accept.h"
-#include "transport/auth.h"
-#include "transport/evq.h"
-#include "transport/provider.h"
+#include "transport/sock.h"
 #include "transport/tcp/wire.h"
-#include "util/keymap.h"
-#include "util/list.h"
+#include "util/bfifo.h"
 
 #define TP_TCP_SQ_DEPTH 256         /* posts in flight per endpoint */
 #define TP_TCP_MSG_FIFO (64 * 1024) /* queued tp_send() payloads */
@@ -36,28 +31,9 @@
 _Static_assert(TP_TCP_RX_STAGE >= TP_TCP_HDR_LEN + TP_MSG_MAX,
                "a control message must fit the staging buffer");
 
-/* What an epoll event points to. */
-typedef enum tp_tcp_kind {
-    TP_TCP_K_LISTENER,
-    TP_TCP_K_EP,
-    TP_TCP_K_TIMER,
-} tp_tcp_kind_t;
-
-typedef enum tp_tcp_state {
-    TP_TCP_CONNECTING, /* client: nonblocking connect() under way */
-    TP_TCP_AUTH_WAIT,  /* auth.h exchange under way */
-    TP_TCP_UP,         /* authenticated: writes and messages flow */
-    TP_TCP_DOWN,       /* failed or closed by the peer; socket closed */
-} tp_tcp_state_t;
-
-typedef struct tp_tcp_ctx tp_tcp_ctx_t;
-typedef struct tp_tcp_listener tp_tcp_listener_t;
-
 typedef struct tp_tcp_mr {
-    tp_mr_t base;
-    uint64_t key;
+    tp_sock_mr_t sock;
     bool owned; /* from tp_mem_alloc(): freed at dereg */
-    util_list_t link;
 } tp_tcp_mr_t;
 
 /* One queued frame: the encoded header and where its payload is. */
@@ -85,20 +61,7 @@ typedef struct tp_tcp_rx {
 } tp_tcp_rx_t;
 
 typedef struct tp_tcp_ep {
-    tp_ep_t base;
-    tp_tcp_kind_t kind; /* TP_TCP_K_EP: epoll data points here */
-    tp_tcp_ctx_t *ctx;
-    int fd;
-    tp_tcp_state_t state;
-    bool server;     /* accepted, not connected */
-    bool closed;     /* tp_ep_close() was called; freed when events == 0 */
-    uint32_t events; /* queued events naming this endpoint */
-    tp_tcp_listener_t *listener;
-    uint64_t deadline_ns; /* of the handshake */
-    tp_auth_t auth;
-    int auth_received;    /* auth messages received */
-    util_keymap_t grants; /* region key -> tp_tcp_mr_t exported to the peer */
-
+    tp_sock_ep_t sock;
     tp_tcp_op_t *sq;
     uint32_t sq_head; /* next op to post */
     uint32_t sq_send; /* next op to (finish to) send */
@@ -109,66 +72,52 @@ typedef struct tp_tcp_ep {
 
     tp_tcp_rx_t rx;
 
-    util_list_t link;    /* ctx->eps, or ctx->graveyard once closed */
-    util_list_t hs_link; /* ctx->handshakes */
     util_list_t tx_link; /* ctx->tx_ready */
     util_list_t rx_link; /* ctx->rx_ready */
 } tp_tcp_ep_t;
 
-struct tp_tcp_listener {
-    tp_listener_t base;
-    tp_tcp_kind_t kind;
-    int fd;
-    tp_accept_pause_t pause; /* out of descriptors: not polled for a while */
-    util_list_t link;
-};
-
-struct tp_tcp_ctx {
-    tp_ctx_t base;
-    int epfd;
-    int tfd; /* handshake deadlines */
-    tp_tcp_kind_t timer_kind;
+typedef struct tp_tcp_ctx {
+    tp_sock_ctx_t sock;
     bool crc;
     char ifname[256];   /* STRATA_IFNAME */
     char route_to[256]; /* tp_params_t.route_to */
-    tp_auth_secret_t secret;
-    tp_evq_t evq;
-    uint64_t next_key;
-    util_list_t mrs, listeners;
-    util_list_t eps;       /* open endpoints */
-    util_list_t graveyard; /* closed, waiting for their events to be reported */
-    util_list_t handshakes; /* connecting or authenticating */
-    util_list_t tx_ready;   /* queued frames and a socket that takes them */
-    util_list_t rx_ready;   /* bytes in the socket or the staging buffer */
-};
+    util_list_t tx_ready; /* queued frames and a socket that takes them */
+    util_list_t rx_ready; /* bytes in the socket or the staging buffer */
+} tp_tcp_ctx_t;
 
 static inline tp_tcp_ctx_t *tp_tcp_ctx(tp_ctx_t *ctx)
 {
-    return util_container_of(ctx, tp_tcp_ctx_t, base);
+    return util_container_of(tp_sock_ctx(ctx), tp_tcp_ctx_t, sock);
+}
+
+static inline tp_tcp_ep_t *tp_tcp_ep_of(tp_sock_ep_t *ep)
+{
+    return util_container_of(ep, tp_tcp_ep_t, sock);
 }
 
 static inline tp_tcp_ep_t *tp_tcp_ep(tp_ep_t *ep)
 {
-    return util_container_of(ep, tp_tcp_ep_t, base);
+    return tp_tcp_ep_of(tp_sock_ep(ep));
 }
 
-/* conn.c */
+static inline tp_tcp_ctx_t *tp_tcp_ep_ctx(const tp_tcp_ep_t *ep)
+{
+    return util_container_of(ep->sock.ctx, tp_tcp_ctx_t, sock);
+}
+
+/* conn.c: the hooks of sock.h that make and end connections */
 strata_status_t tp_tcp_listen(tp_ctx_t *ctx, const char *bind,
                               tp_listener_t **listener_out);
-void tp_tcp_listener_close(tp_listener_t *listener);
-void tp_tcp_accept(tp_tcp_listener_t *l);
 strata_status_t tp_tcp_connect(tp_ctx_t *ctx, const char *addr,
                                tp_ep_t **ep_out);
-void tp_tcp_connected(tp_tcp_ep_t *ep);
-void tp_tcp_auth_recv(tp_tcp_ep_t *ep, const uint8_t *msg, uint32_t len);
-void tp_tcp_expire(tp_tcp_ctx_t *ctx);
-void tp_tcp_ep_fail(tp_tcp_ep_t *ep, strata_status_t status, const char *fmt,
-                    ...) __attribute__((format(printf, 3, 4)));
-void tp_tcp_peer_closed(tp_tcp_ep_t *ep);
-void tp_tcp_ep_close(tp_ep_t *ep);
-void tp_tcp_ep_free(tp_tcp_ep_t *ep);
-tp_evq_item_t *tp_tcp_ep_event(tp_tcp_ep_t *ep, tp_event_type_t type,
-                               strata_status_t status);
+void tp_tcp_accepted(tp_sock_ctx_t *ctx, int fd,
+                     const struct sockaddr_storage *ss, char *peer, size_t len);
+strata_status_t tp_tcp_ep_init(tp_sock_ep_t *ep);
+void tp_tcp_ep_fini(tp_sock_ep_t *ep);
+void tp_tcp_ep_down(tp_sock_ep_t *ep, strata_status_t op_status);
+size_t tp_tcp_bye(tp_sock_ep_t *ep, void *frame);
+strata_status_t tp_tcp_auth_send(tp_sock_ep_t *ep, const void *msg, size_t len,
+                                 bool last);
 
 /* addr.c */
 strata_status_t tp_tcp_resolve(const char *addr, bool passive,
@@ -193,7 +142,7 @@ strata_status_t tp_tcp_queue_frame(tp_tcp_ep_t *ep, uint8_t type, uint64_t key,
                                    const void *payload, uint32_t len);
 void tp_tcp_flush(tp_tcp_ep_t *ep);
 void tp_tcp_cancel_ops(tp_tcp_ep_t *ep, strata_status_t status);
-void tp_tcp_op_reported(tp_tcp_ep_t *ep, uint32_t slot);
+void tp_tcp_op_reported(tp_sock_ep_t *ep, uint32_t slot);
 
 /* rx.c */
 void tp_tcp_rx(tp_tcp_ep_t *ep);

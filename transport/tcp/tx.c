@@ -18,17 +18,10 @@ _Static_assert((TP_TCP_SQ_DEPTH & TP_TCP_SQ_MASK) == 0, "a power of two");
 
 static strata_status_t tp_tcp_postable(tp_tcp_ep_t *ep, const char *what)
 {
-    if (ep->state == TP_TCP_UP)
-        return ep->sq_head - ep->sq_tail < TP_TCP_SQ_DEPTH ? STRATA_OK
-                                                           : STRATA_ERR_AGAIN;
-    if (ep->state == TP_TCP_DOWN) {
-        /* The failure was logged when it happened. */
-        util_debug("tcp: %s to %s: the endpoint is down", what, ep->base.peer);
-        return STRATA_ERR_PEER;
-    }
-    util_error("tcp: %s to %s before TP_EV_CONNECTED/ACCEPTED", what,
-               ep->base.peer);
-    return STRATA_ERR_STATE;
+    strata_status_t st = tp_sock_postable(&ep->sock, what, false);
+    if (st == STRATA_OK && ep->sq_head - ep->sq_tail >= TP_TCP_SQ_DEPTH)
+        st = STRATA_ERR_AGAIN;
+    return st;
 }
 
 static tp_tcp_op_t *tp_tcp_op_new(tp_tcp_ep_t *ep, const tp_tcp_hdr_t *hdr)
@@ -48,7 +41,7 @@ static void tp_tcp_op_post(tp_tcp_ep_t *ep)
 {
     ep->sq_head++;
     if (!ep->tx_blocked)
-        util_list_ensure(&ep->ctx->tx_ready, &ep->tx_link);
+        util_list_ensure(&tp_tcp_ep_ctx(ep)->tx_ready, &ep->tx_link);
 }
 
 strata_status_t tp_tcp_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
@@ -64,7 +57,7 @@ strata_status_t tp_tcp_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
     tp_tcp_hdr_t hdr = {
         .type = TP_TCP_WRITE,
         .flags = (uint8_t)((with_imm ? TP_TCP_F_IMM : 0) |
-                           (ep->ctx->crc ? TP_TCP_F_CRC : 0)),
+                           (tp_tcp_ep_ctx(ep)->crc ? TP_TCP_F_CRC : 0)),
         .len = (uint32_t)len,
         .key = dst->key,
         .off = dst_off,
@@ -73,7 +66,7 @@ strata_status_t tp_tcp_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
     tp_tcp_op_t *op = tp_tcp_op_new(ep, &hdr);
     op->payload = (const uint8_t *)mr->addr + off;
     op->op_ctx = op_ctx;
-    if (ep->ctx->crc) {
+    if (tp_tcp_ep_ctx(ep)->crc) {
         hdr.crc = tp_tcp_crc_update(tp_tcp_crc_hdr(op->hdr), op->payload, len);
         tp_tcp_hdr_encode(&hdr, op->hdr);
     }
@@ -122,7 +115,7 @@ strata_status_t tp_tcp_queue_frame(tp_tcp_ep_t *ep, uint8_t type, uint64_t key,
         op = tp_tcp_op_copy(ep, &hdr, payload);
     if (!op) {
         util_error("tcp: peer %s: no room to queue a frame of type %u",
-                   ep->base.peer, type);
+                   ep->sock.base.peer, type);
         return STRATA_ERR_AGAIN;
     }
     op->user = false;
@@ -151,15 +144,16 @@ static void tp_tcp_op_complete(tp_tcp_ep_t *ep, uint32_t slot,
     if (!op->user)
         return;
     tp_tcp_hdr_t h = {.type = op->hdr[0]};
-    tp_evq_item_t *it = tp_tcp_ep_event(
-        ep, h.type == TP_TCP_WRITE ? TP_EV_WRITE_DONE : TP_EV_SEND_DONE,
+    tp_evq_item_t *it = tp_sock_ep_event(
+        &ep->sock, h.type == TP_TCP_WRITE ? TP_EV_WRITE_DONE : TP_EV_SEND_DONE,
         status);
     it->ev.op_ctx = op->op_ctx;
     it->slot = slot;
 }
 
-void tp_tcp_op_reported(tp_tcp_ep_t *ep, uint32_t slot)
+void tp_tcp_op_reported(tp_sock_ep_t *sock, uint32_t slot)
 {
+    tp_tcp_ep_t *ep = tp_tcp_ep_of(sock);
     ep->sq[slot & TP_TCP_SQ_MASK].released = true;
     tp_tcp_sq_release(ep);
 }
@@ -203,18 +197,18 @@ static void tp_tcp_advance(tp_tcp_ep_t *ep, uint64_t sent)
 void tp_tcp_flush(tp_tcp_ep_t *ep)
 {
     struct iovec iov[TP_TCP_IOV_MAX];
-    while (ep->sq_send != ep->sq_head && ep->fd >= 0) {
+    while (ep->sq_send != ep->sq_head && ep->sock.fd >= 0) {
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 0};
         msg.msg_iovlen = (size_t)tp_tcp_gather(ep, iov);
         uint64_t want = 0;
         for (size_t i = 0; i < msg.msg_iovlen; i++)
             want += iov[i].iov_len;
-        ssize_t n = sendmsg(ep->fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t n = sendmsg(ep->sock.fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno != EAGAIN) {
-            tp_tcp_ep_fail(ep, STRATA_ERR_PEER, "send failed: %s",
-                           strerror(errno));
+            tp_sock_ep_fail(&ep->sock, STRATA_ERR_PEER, "send failed: %s",
+                            strerror(errno));
             return;
         }
         tp_tcp_advance(ep, n > 0 ? (uint64_t)n : 0);
