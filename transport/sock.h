@@ -25,7 +25,6 @@
 #ifndef STRATA_TRANSPORT_SOCK_H
 #define STRATA_TRANSPORT_SOCK_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>

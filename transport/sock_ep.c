@@ -5,6 +5,7 @@
  * STRATA_TIMEOUT_MS; then failure, close and free.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>

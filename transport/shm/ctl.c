@@ -46,11 +46,11 @@ void *tp_shm_map_fd(int fd, uint64_t len, size_t *map_len_out,
 
 static void tp_shm_want_out(tp_shm_ep_t *ep, bool want)
 {
-    if (ep->want_out == want || ep->fd < 0)
+    if (ep->want_out == want || ep->sock.fd < 0)
         return;
     struct epoll_event ev = {.events = EPOLLIN | (want ? EPOLLOUT : 0),
-                             .data.ptr = &ep->kind};
-    if (epoll_ctl(ep->ctx->epfd, EPOLL_CTL_MOD, ep->fd, &ev) == 0)
+                             .data.ptr = &ep->sock.kind};
+    if (epoll_ctl(ep->sock.ctx->epfd, EPOLL_CTL_MOD, ep->sock.fd, &ev) == 0)
         ep->want_out = want;
 }
 
@@ -74,7 +74,7 @@ static bool tp_shm_ctl_try(tp_shm_ep_t *ep, const tp_shm_pkt_t *pkt,
         memcpy(CMSG_DATA(c), fds, (size_t)nfds * sizeof(int));
     }
     for (;;) {
-        if (sendmsg(ep->fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
+        if (sendmsg(ep->sock.fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL) >= 0)
             return true;
         if (errno == EINTR)
             continue;
@@ -99,7 +99,7 @@ void tp_shm_ctl_send(tp_shm_ep_t *ep, uint32_t type, uint64_t key,
                      uint64_t size, const void *payload, uint32_t len,
                      const int *fds, int nfds)
 {
-    if (ep->fd < 0)
+    if (ep->sock.fd < 0)
         return;
     tp_shm_pkt_t pkt = {.type = type, .len = len, .key = key, .size = size};
     if (len)
@@ -108,7 +108,8 @@ void tp_shm_ctl_send(tp_shm_ep_t *ep, uint32_t type, uint64_t key,
         return;
     tp_shm_pending_t *p = util_calloc(1, sizeof(*p));
     if (!p) {
-        tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "no memory to queue a packet");
+        tp_sock_ep_fail(&ep->sock, STRATA_ERR_NOMEM,
+                        "no memory to queue a packet");
         return;
     }
     p->pkt = pkt;
@@ -120,7 +121,7 @@ void tp_shm_ctl_send(tp_shm_ep_t *ep, uint32_t type, uint64_t key,
 
 void tp_shm_ctl_flush(tp_shm_ep_t *ep)
 {
-    while (!util_list_empty(&ep->pending) && ep->fd >= 0) {
+    while (!util_list_empty(&ep->pending) && ep->sock.fd >= 0) {
         tp_shm_pending_t *p =
             util_container_of(ep->pending.next, tp_shm_pending_t, link);
         if (!tp_shm_ctl_try(ep, &p->pkt, p->fds, p->nfds))
@@ -142,23 +143,23 @@ static const char *tp_shm_pkt_check(const tp_shm_ep_t *ep,
                                     const tp_shm_pkt_t *pkt, size_t n, int nfds)
 {
     static const struct {
-        tp_shm_state_t state;
+        tp_sock_state_t state;
         int nfds;
         uint32_t max_len;
     } rules[] = {
-        [TP_SHM_PKT_AUTH] = {TP_SHM_AUTH_WAIT, 0, TP_AUTH_MSG_MAX},
-        [TP_SHM_PKT_SETUP] = {TP_SHM_SETUP_WAIT, 2, 0},
-        [TP_SHM_PKT_EXPORT] = {TP_SHM_UP, 1, 0},
-        [TP_SHM_PKT_UNEXPORT] = {TP_SHM_UP, 0, 0},
-        [TP_SHM_PKT_BYE] = {TP_SHM_UP, 0, 0},
+        [TP_SHM_PKT_AUTH] = {TP_SOCK_AUTH, 0, TP_AUTH_MSG_MAX},
+        [TP_SHM_PKT_SETUP] = {TP_SOCK_SETUP, 2, 0},
+        [TP_SHM_PKT_EXPORT] = {TP_SOCK_UP, 1, 0},
+        [TP_SHM_PKT_UNEXPORT] = {TP_SOCK_UP, 0, 0},
+        [TP_SHM_PKT_BYE] = {TP_SOCK_UP, 0, 0},
     };
     if (n < TP_SHM_PKT_HDR || pkt->type < TP_SHM_PKT_AUTH ||
         pkt->type > TP_SHM_PKT_BYE || pkt->len != n - TP_SHM_PKT_HDR)
         return "a malformed control packet";
     if (pkt->len > rules[pkt->type].max_len || nfds != rules[pkt->type].nfds)
         return "a control packet with the wrong payload or descriptors";
-    if (ep->state != rules[pkt->type].state &&
-        !(pkt->type == TP_SHM_PKT_BYE && ep->state == TP_SHM_SETUP_WAIT))
+    if (ep->sock.state != rules[pkt->type].state &&
+        !(pkt->type == TP_SHM_PKT_BYE && ep->sock.state == TP_SOCK_SETUP))
         return "a control packet out of turn";
     return NULL;
 }
@@ -169,12 +170,12 @@ static void tp_shm_pkt_handle(tp_shm_ep_t *ep, const tp_shm_pkt_t *pkt,
 {
     const char *why = tp_shm_pkt_check(ep, pkt, n, nfds);
     if (why) {
-        tp_shm_ep_fail(ep, STRATA_ERR_PROTO, "sent %s", why);
+        tp_sock_ep_fail(&ep->sock, STRATA_ERR_PROTO, "sent %s", why);
         return;
     }
     switch (pkt->type) {
     case TP_SHM_PKT_AUTH:
-        tp_shm_auth_recv(ep, pkt->payload, pkt->len);
+        tp_sock_auth_recv(&ep->sock, pkt->payload, pkt->len);
         break;
     case TP_SHM_PKT_SETUP:
         tp_shm_setup_recv(ep, pkt, fds[0], fds[1]);
@@ -214,7 +215,7 @@ static bool tp_shm_take_fds(struct msghdr *msg, int *fds, int *nfds)
 
 void tp_shm_ctl_recv(tp_shm_ep_t *ep)
 {
-    while (ep->fd >= 0 && ep->state != TP_SHM_DOWN && !ep->leaving) {
+    while (ep->sock.fd >= 0 && ep->sock.state != TP_SOCK_DOWN && !ep->leaving) {
         tp_shm_pkt_t pkt;
         union {
             char buf[CMSG_SPACE(4 * sizeof(int))];
@@ -225,7 +226,7 @@ void tp_shm_ctl_recv(tp_shm_ep_t *ep)
                              .msg_iovlen = 1,
                              .msg_control = u.buf,
                              .msg_controllen = sizeof(u.buf)};
-        ssize_t n = recvmsg(ep->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        ssize_t n = recvmsg(ep->sock.fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return;
         if (n <= 0) { /* closed (died?) or reset */
@@ -234,7 +235,8 @@ void tp_shm_ctl_recv(tp_shm_ep_t *ep)
         }
         int fds[4], nfds;
         if (!tp_shm_take_fds(&msg, fds, &nfds)) {
-            tp_shm_ep_fail(ep, STRATA_ERR_PROTO, "sent an oversized packet");
+            tp_sock_ep_fail(&ep->sock, STRATA_ERR_PROTO,
+                            "sent an oversized packet");
             nfds = nfds < 4 ? nfds : 4;
         } else {
             tp_shm_pkt_handle(ep, &pkt, (size_t)n, fds, nfds);

@@ -23,22 +23,24 @@ void tp_shm_import(tp_shm_ep_t *ep, uint64_t key, uint64_t len, int fd)
     const char *why = NULL;
     tp_shm_import_t *imp = util_calloc(1, sizeof(*imp));
     if (!imp) {
-        tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "no memory to map a region");
+        tp_sock_ep_fail(&ep->sock, STRATA_ERR_NOMEM,
+                        "no memory to map a region");
         return;
     }
     imp->len = len;
     imp->base = tp_shm_map_fd(fd, len, &imp->map_len, &why);
     if (!imp->base || key == 0) {
         util_free(imp);
-        tp_shm_ep_fail(ep, STRATA_ERR_PROTO, "exported %s",
-                       why ? why : "region key 0");
+        tp_sock_ep_fail(&ep->sock, STRATA_ERR_PROTO, "exported %s",
+                        why ? why : "region key 0");
         return;
     }
     tp_shm_unimport(ep, key); /* exported again: the new mapping wins */
     if (util_keymap_put(&ep->imports, key, imp) != STRATA_OK) {
         munmap(imp->base, imp->map_len);
         util_free(imp);
-        tp_shm_ep_fail(ep, STRATA_ERR_NOMEM, "no memory to map a region");
+        tp_sock_ep_fail(&ep->sock, STRATA_ERR_NOMEM,
+                        "no memory to map a region");
     }
 }
 
@@ -69,21 +71,16 @@ void tp_shm_ring_bell(tp_shm_ep_t *ep)
 {
     uint64_t one = 1;
     if (write(ep->peer_bell, &one, sizeof(one)) < 0 && errno != EAGAIN)
-        util_debug("shm: peer %s: doorbell: %s", ep->base.peer,
+        util_debug("shm: peer %s: doorbell: %s", ep->sock.base.peer,
                    strerror(errno));
 }
 
 static strata_status_t tp_shm_postable(tp_shm_ep_t *ep, const char *what)
 {
-    if (ep->state == TP_SHM_UP && !ep->leaving)
-        return ep->unreported < TP_SHM_DEPTH ? STRATA_OK : STRATA_ERR_AGAIN;
-    if (ep->state == TP_SHM_DOWN || ep->leaving) {
-        util_debug("shm: %s to %s: the endpoint is down", what, ep->base.peer);
-        return STRATA_ERR_PEER;
-    }
-    util_error("shm: %s to %s before TP_EV_CONNECTED/ACCEPTED", what,
-               ep->base.peer);
-    return STRATA_ERR_STATE;
+    strata_status_t st = tp_sock_postable(&ep->sock, what, ep->leaving);
+    if (st == STRATA_OK && ep->unreported >= TP_SHM_DEPTH)
+        st = STRATA_ERR_AGAIN;
+    return st;
 }
 
 /* Room for a record in the peer's ring. A peer that leaves it full for
@@ -92,18 +89,18 @@ static strata_status_t tp_shm_room(tp_shm_ep_t *ep, uint32_t payload_len)
 {
     if (tp_shm_ring_room(&ep->tx, payload_len) ||
         !tp_shm_ring_want_space(&ep->tx, payload_len)) {
-        if (!util_list_empty(&ep->timed_link)) {
-            util_list_del(&ep->timed_link);
-            ep->deadline_ns = 0;
+        if (!util_list_empty(&ep->sock.timed_link)) {
+            /* The timer stays armed: it may fire once for nothing, which
+             * costs less than rearming it here. */
+            util_list_del(&ep->sock.timed_link);
+            ep->sock.deadline_ns = 0;
         }
         return STRATA_OK;
     }
-    if (util_list_empty(&ep->timed_link)) {
-        ep->deadline_ns =
-            util_now_ns() + (uint64_t)ep->ctx->base.timeout_ms * 1000000u;
-        util_list_add_tail(&ep->ctx->timed, &ep->timed_link);
-        tp_shm_timer_update(ep->ctx);
-    }
+    if (util_list_empty(&ep->sock.timed_link))
+        tp_sock_deadline(
+            &ep->sock,
+            util_now_ns() + (uint64_t)ep->sock.ctx->base.timeout_ms * 1000000u);
     return STRATA_ERR_AGAIN;
 }
 
@@ -116,7 +113,7 @@ static void tp_shm_push(tp_shm_ep_t *ep, uint32_t type, uint32_t len,
 
 static void tp_shm_complete(tp_shm_ep_t *ep, tp_event_type_t type, void *op_ctx)
 {
-    tp_evq_item_t *it = tp_shm_ep_event(ep, type, STRATA_OK);
+    tp_evq_item_t *it = tp_sock_ep_event(&ep->sock, type, STRATA_OK);
     it->ev.op_ctx = op_ctx;
     ep->unreported++;
 }
@@ -192,19 +189,19 @@ void tp_shm_drain(tp_shm_ep_t *ep)
         const char *why = NULL;
         if (tp_shm_ring_peek(&ep->rx, &rec, &payload, &got, &why) !=
             STRATA_OK) {
-            tp_shm_ep_fail(ep, STRATA_ERR_PROTO, "broke its ring: %s", why);
+            tp_sock_ep_fail(&ep->sock, STRATA_ERR_PROTO, "broke its ring: %s",
+                            why);
             return;
         }
         if (!got)
             break;
         bool msg = rec.type == TP_SHM_REC_MSG;
-        tp_evq_item_t *it = tp_evq_push_arrival(
-            &ep->ctx->evq, false, msg ? TP_EV_RECV : TP_EV_WRITE_IMM, &ep->base,
-            payload, rec.len);
+        tp_evq_item_t *it = tp_sock_ep_arrival(
+            &ep->sock, false, msg ? TP_EV_RECV : TP_EV_WRITE_IMM, payload,
+            rec.len);
         if (!it)
             break; /* no room: the rest waits for the next call */
         it->ev.imm = rec.imm;
-        ep->events++;
         tp_shm_ring_next(&ep->rx, &rec);
         moved = true;
     }

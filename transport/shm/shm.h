@@ -1,7 +1,9 @@
 /*
  * The shm provider's private structures, shared by its files:
- *   shm.c   context, regions (sealed memfds), progress loop
- *   conn.c  listen, accept, connect, authentication, endpoint lifecycle
+ *   shm.c   context, regions (sealed memfds), progress loop, on the base of
+ *           sock.h
+ *   conn.c  listen, connect, rings and doorbells, and an endpoint's own
+ *           part of its lifecycle
  *   ctl.c   control packets on the unix socket, with descriptors attached
  *   data.c  writes (a copy into the peer's mapping) and the rings
  *   ring.c  the lock-free record ring in shared memory
@@ -16,38 +18,17 @@
 #ifndef STRATA_TRANSPORT_SHM_SHM_H
 #define STRATA_TRANSPORT_SHM_SHM_H
 
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "transport/accept.h"
-#include "transport/auth.h"
-#include "transport/evq.h"
-#include "transport/provider.h"
 #include "transport/shm/ring.h"
-#include "util/keymap.h"
-#include "util/list.h"
+#include "transport/sock.h"
 
 #define TP_SHM_RING_CAP (256 * 1024) /* record bytes per direction */
 #define TP_SHM_DEPTH 256             /* unreported completions per ep */
 #define TP_SHM_ARRIVALS 4096         /* arrival events queued at most */
 #define TP_SHM_RECV_FIFO (256 * 1024)
 #define TP_SHM_POLL_NS 100000 /* the sockets are polled this often */
-
-typedef enum tp_shm_kind {
-    TP_SHM_K_LISTENER,
-    TP_SHM_K_EP,
-    TP_SHM_K_TIMER,
-    TP_SHM_K_DOORBELL,
-} tp_shm_kind_t;
-
-/* In order: a state below TP_SHM_UP is the handshake. */
-typedef enum tp_shm_state {
-    TP_SHM_AUTH_WAIT,  /* auth.h exchange under way */
-    TP_SHM_SETUP_WAIT, /* authenticated; waiting for the peer's ring */
-    TP_SHM_UP,
-    TP_SHM_DOWN,
-} tp_shm_state_t;
 
 /* Control packets on the socket. */
 enum tp_shm_pkt_type {
@@ -76,15 +57,10 @@ typedef struct tp_shm_pending {
     int nfds;
 } tp_shm_pending_t;
 
-typedef struct tp_shm_ctx tp_shm_ctx_t;
-typedef struct tp_shm_listener tp_shm_listener_t;
-
 typedef struct tp_shm_mr {
-    tp_mr_t base;
-    uint64_t key;
+    tp_sock_mr_t sock;
     int fd;         /* the memfd, or -1 for tp_mr_reg() memory */
     size_t map_len; /* bytes mapped (len rounded up to pages) */
-    util_list_t link;
 } tp_shm_mr_t;
 
 /* A region of the peer's, mapped here. */
@@ -94,20 +70,11 @@ typedef struct tp_shm_import {
     size_t map_len;
 } tp_shm_import_t;
 
+/* The state TP_SOCK_SETUP: authenticated, waiting for the peer's ring.
+ * Its deadline is the handshake's, then, once up, a full ring's patience. */
 typedef struct tp_shm_ep {
-    tp_ep_t base;
-    tp_shm_kind_t kind;
-    tp_shm_ctx_t *ctx;
-    int fd; /* the unix socket */
-    tp_shm_state_t state;
-    bool server, closed, want_out;
-    uint32_t events; /* queued events naming it */
-    tp_shm_listener_t *listener;
-    uint64_t deadline_ns; /* handshake, or a full ring's patience */
-    tp_auth_t auth;
-    int auth_received;
-    bool setup_sent, setup_got;
-    util_keymap_t exports; /* key -> tp_shm_mr_t we granted the peer */
+    tp_sock_ep_t sock;
+    bool want_out;         /* EPOLLOUT: packets wait in pending */
     util_keymap_t imports; /* key -> tp_shm_import_t the peer granted us */
     void *rx_map, *tx_map;
     tp_shm_ring_t rx;     /* ours: the peer produces, we consume */
@@ -116,60 +83,47 @@ typedef struct tp_shm_ep {
     uint32_t unreported;  /* completions queued, not reported yet */
     strata_status_t gone; /* the peer left: DISCONNECTED once drained */
     bool leaving;
-    util_list_t pending;    /* tp_shm_pending_t */
-    util_list_t link;       /* ctx->eps, or ctx->graveyard once closed */
-    util_list_t timed_link; /* ctx->timed: has a deadline */
+    util_list_t pending; /* tp_shm_pending_t */
 } tp_shm_ep_t;
 
-struct tp_shm_listener {
-    tp_listener_t base;
-    tp_shm_kind_t kind;
-    int fd;
-    tp_accept_pause_t pause; /* out of descriptors: not polled for a while */
-    util_list_t link;
-};
-
-struct tp_shm_ctx {
-    tp_ctx_t base;
-    int epfd;
-    int tfd;  /* deadlines */
-    int bell; /* our doorbell: peers write it when we armed a ring */
-    tp_shm_kind_t timer_kind, bell_kind;
-    tp_auth_secret_t secret;
-    tp_evq_t evq;
-    uint64_t next_key;
+typedef struct tp_shm_ctx {
+    tp_sock_ctx_t sock;
     uint64_t next_poll_ns; /* when progress polls the sockets again */
-    util_list_t mrs, listeners, eps, graveyard, timed;
-};
+} tp_shm_ctx_t;
 
 static inline tp_shm_ctx_t *tp_shm_ctx(tp_ctx_t *ctx)
 {
-    return util_container_of(ctx, tp_shm_ctx_t, base);
+    return util_container_of(tp_sock_ctx(ctx), tp_shm_ctx_t, sock);
+}
+
+static inline tp_shm_ep_t *tp_shm_ep_of(tp_sock_ep_t *ep)
+{
+    return util_container_of(ep, tp_shm_ep_t, sock);
 }
 
 static inline tp_shm_ep_t *tp_shm_ep(tp_ep_t *ep)
 {
-    return util_container_of(ep, tp_shm_ep_t, base);
+    return tp_shm_ep_of(tp_sock_ep(ep));
 }
 
-/* conn.c */
+/* conn.c: the hooks of sock.h that make and end connections */
 strata_status_t tp_shm_listen(tp_ctx_t *ctx, const char *bind,
                               tp_listener_t **listener_out);
 void tp_shm_listener_close(tp_listener_t *listener);
-void tp_shm_accept(tp_shm_listener_t *l);
 strata_status_t tp_shm_connect(tp_ctx_t *ctx, const char *addr,
                                tp_ep_t **ep_out);
-void tp_shm_ep_close(tp_ep_t *ep);
-void tp_shm_ep_free(tp_shm_ep_t *ep);
-void tp_shm_ep_fail(tp_shm_ep_t *ep, strata_status_t status, const char *fmt,
-                    ...) __attribute__((format(printf, 3, 4)));
+void tp_shm_accepted(tp_sock_ctx_t *ctx, int fd,
+                     const struct sockaddr_storage *ss, char *peer, size_t len);
+strata_status_t tp_shm_ep_init(tp_sock_ep_t *ep);
+void tp_shm_ep_fini(tp_sock_ep_t *ep);
+void tp_shm_ep_down(tp_sock_ep_t *ep, strata_status_t op_status);
+void tp_shm_ep_expired(tp_sock_ep_t *ep);
+size_t tp_shm_bye(tp_sock_ep_t *ep, void *frame);
+strata_status_t tp_shm_auth_send(tp_sock_ep_t *ep, const void *msg, size_t len,
+                                 bool last);
+void tp_shm_setup_send(tp_sock_ep_t *ep);
 void tp_shm_peer_left(tp_shm_ep_t *ep, strata_status_t status);
 void tp_shm_ep_gone(tp_shm_ep_t *ep);
-tp_evq_item_t *tp_shm_ep_event(tp_shm_ep_t *ep, tp_event_type_t type,
-                               strata_status_t status);
-void tp_shm_timer_update(tp_shm_ctx_t *ctx);
-void tp_shm_expire(tp_shm_ctx_t *ctx);
-void tp_shm_auth_recv(tp_shm_ep_t *ep, const uint8_t *msg, uint32_t len);
 void tp_shm_setup_recv(tp_shm_ep_t *ep, const tp_shm_pkt_t *pkt, int ring_fd,
                        int bell_fd);
 void tp_shm_ring_bell(tp_shm_ep_t *ep);
