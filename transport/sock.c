@@ -386,21 +386,11 @@ strata_status_t tp_sock_poll(tp_sock_ctx_t *ctx)
     return STRATA_OK;
 }
 
-/* An event left the queue: free what it held. */
-static void tp_sock_reported(void *arg, tp_evq_item_t *it)
+void tp_sock_begin(tp_sock_ctx_t *ctx)
 {
-    tp_sock_ctx_t *ctx = arg;
-    tp_sock_ep_t *ep = tp_sock_ep(it->ev.ep);
-    if (it->ev.type == TP_EV_WRITE_DONE || it->ev.type == TP_EV_SEND_DONE)
-        ctx->sops->op_reported(ep, it->slot);
-    if (--ep->events == 0 && ep->closed)
-        tp_sock_ep_free(ep);
-}
-
-int tp_sock_report(tp_sock_ctx_t *ctx, tp_event_t *events, int max)
-{
-    int n = tp_evq_report(&ctx->evq, events, max, tp_sock_reported, ctx);
-    /* Endpoints that failed their handshake were never the user's. */
+    /* Closed endpoints (or ones that failed their handshake, never the
+     * user's) no event names any more: the caller has read the batch that
+     * named them last, the one the previous call returned. */
     util_list_t *pos, *tmp;
     util_list_for_each_safe(pos, tmp, &ctx->graveyard)
     {
@@ -408,7 +398,23 @@ int tp_sock_report(tp_sock_ctx_t *ctx, tp_event_t *events, int max)
         if (ep->events == 0)
             tp_sock_ep_free(ep);
     }
-    return n;
+    tp_evq_begin(&ctx->evq);
+}
+
+/* An event left the queue: free what it held. A closed endpoint is freed
+ * by the next progress call, once its last event was read. */
+static void tp_sock_reported(void *arg, tp_evq_item_t *it)
+{
+    tp_sock_ctx_t *ctx = arg;
+    tp_sock_ep_t *ep = tp_sock_ep(it->ev.ep);
+    if (it->ev.type == TP_EV_WRITE_DONE || it->ev.type == TP_EV_SEND_DONE)
+        ctx->sops->op_reported(ep, it->slot);
+    ep->events--;
+}
+
+int tp_sock_report(tp_sock_ctx_t *ctx, tp_event_t *events, int max)
+{
+    return tp_evq_report(&ctx->evq, events, max, tp_sock_reported, ctx);
 }
 
 strata_status_t tp_sock_wait_arm(tp_sock_ctx_t *ctx)

@@ -184,9 +184,10 @@ strata_status_t tp_sock_open(const tp_ops_t *ops, const tp_sock_ops_t *sops,
 void tp_sock_close(tp_ctx_t *ctx);
 int tp_sock_wait_fd(const tp_ctx_t *ctx);
 
-/* Progress: tp_evq_begin(), tp_sock_poll() (accepts, deadlines, ep_ready),
- * the provider's own work, then tp_sock_report(), which also frees what
- * the graveyard holds. */
+/* Progress: tp_sock_begin() (frees the closed endpoints the previous batch
+ * named last), tp_sock_poll() (accepts, deadlines, ep_ready), the
+ * provider's own work, then tp_sock_report(). */
+void tp_sock_begin(tp_sock_ctx_t *ctx);
 strata_status_t tp_sock_poll(tp_sock_ctx_t *ctx);
 int tp_sock_report(tp_sock_ctx_t *ctx, tp_event_t *events, int max);
 /* STRATA_ERR_AGAIN while events are queued or endpoints wait to be freed;

@@ -187,8 +187,8 @@ void tp_sock_ep_close(tp_ep_t *base)
                    base->peer);
     tp_sock_ep_down(ep, STRATA_ERR_CANCELED);
     tp_evq_drop_ep(&ep->ctx->evq, base);
-    /* Freed by the next progress call: the caller may still be reading
-     * events of this batch that name ep. */
+    /* Freed by the progress call after the one that reports its last
+     * event: the caller may still be reading events that name ep. */
     tp_sock_ep_bury(ep);
 }
 

@@ -136,7 +136,7 @@ static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
     util_list_t *pos, *tmp;
-    tp_evq_begin(&ctx->sock.evq);
+    tp_sock_begin(&ctx->sock);
     uint64_t now = util_now_ns(); /* vDSO: no system call */
     if (now >= ctx->next_poll_ns) {
         strata_status_t st = tp_sock_poll(&ctx->sock);

@@ -77,7 +77,7 @@ static strata_status_t tp_tcp_progress(tp_ctx_t *base, tp_event_t *events,
 {
     tp_tcp_ctx_t *ctx = tp_tcp_ctx(base);
     util_list_t *pos, *tmp;
-    tp_evq_begin(&ctx->sock.evq);
+    tp_sock_begin(&ctx->sock);
     strata_status_t st = tp_sock_poll(&ctx->sock);
     if (st != STRATA_OK)
         return st;

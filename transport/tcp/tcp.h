@@ -79,8 +79,8 @@ typedef struct tp_tcp_ep {
 typedef struct tp_tcp_ctx {
     tp_sock_ctx_t sock;
     bool crc;
-    char ifname[256];   /* STRATA_IFNAME */
-    char route_to[256]; /* tp_params_t.route_to */
+    char ifname[256];     /* STRATA_IFNAME */
+    char route_to[256];   /* tp_params_t.route_to */
     util_list_t tx_ready; /* queued frames and a socket that takes them */
     util_list_t rx_ready; /* bytes in the socket or the staging buffer */
 } tp_tcp_ctx_t;
