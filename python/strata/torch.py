@@ -25,6 +25,7 @@ What step() does depends on STRATA_POLICY and STRATA_OPTIMIZER (docs/python.md):
 """
 
 import ctypes
+import os
 import time
 
 import torch
@@ -45,6 +46,38 @@ _DTYPES = {torch.float32: 0, torch.float64: 1, torch.float16: 2,
 _ROUNDS = ("esync", "fedavg")
 _GRADIENT_POLICIES = ("bsp", "ssp", "asp", "gssp")
 _REAP_EVERY = 64  # completed push requests are collected past this many
+
+
+# glibc's mallopt parameters (malloc.h) and the values _retain_freed_memory
+# sets: what a training step frees stays in the heap up to these sizes.
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+_MMAP_THRESHOLD = 32 << 20  # glibc's own ceiling for its dynamic threshold
+_TRIM_THRESHOLD = 128 << 20
+_MALLOC_ENV = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_",
+               "MALLOC_TOP_PAD_", "MALLOC_MMAP_MAX_")
+
+
+def _retain_freed_memory():
+    """Keep the memory a training step frees in the heap for the next step.
+
+    With glibc's defaults a CPU training step of torch gives its freed
+    activations and gradients back to the kernel (heap trimming and mmap
+    above a threshold that only rises after a large block was freed) and
+    faults them in again on the next step: about 4,700 page faults and 100
+    ms of CPU per step of the AlexNet-like CNN here (docs/python.md). DDP
+    escapes it by chance (freeing its 25 MB buckets raises the threshold);
+    Strata's gradients live in Strata's memory, so nothing raises it. Returns
+    whether the thresholds were set: not when the process set its own in
+    the environment, or its C library is not glibc."""
+    if any(v in os.environ for v in _MALLOC_ENV) or \
+            "glibc.malloc." in os.environ.get("GLIBC_TUNABLES", ""):
+        return False
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None:
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    return bool(mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD) and
+                mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD))
 
 
 def _state_error(message):
@@ -371,7 +404,8 @@ class _DistributedOptimizer:
 
 def DistributedOptimizer(optimizer, named_parameters=None, *,
                          named_buffers=None, backward_passes_per_step=1,
-                         epoch_steps=100, context=None):
+                         epoch_steps=100, context=None,
+                         retain_freed_memory=True):
     """Wrap a torch optimizer so that training goes through Strata.
 
     named_parameters: model.named_parameters() (names identify tensors
@@ -384,6 +418,10 @@ def DistributedOptimizer(optimizer, named_parameters=None, *,
     epoch_steps: under gssp, steps between the epoch ends that let the
         coordinator measure speeds and regroup workers.
     context: a strata.Context (default: the one strata.init() made).
+    retain_freed_memory: keep what a step frees in glibc's heap for the next
+        step (up to 128 MB, not given back to the kernel) instead of faulting
+        it in again every step; False leaves the process's malloc alone
+        (docs/python.md, "Performance").
 
     Parameters (and gradients) move into Strata's memory: create the
     wrapper after the model is on its device and after loading a checkpoint;
@@ -395,6 +433,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, *,
     if backward_passes_per_step < 1 or epoch_steps < 1:
         raise ValueError("backward_passes_per_step and epoch_steps must be "
                          ">= 1")
+    if retain_freed_memory:
+        _retain_freed_memory()
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     state = optimizer.state_dict() if optimizer.state else None
