@@ -40,7 +40,7 @@ LAUNCHER_VARS = ("STRATA_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", choices=("alexnet", "resnet18"),
+    ap.add_argument("--model", choices=("alexnet", "resnet18", "lenet"),
                     default="alexnet")
     ap.add_argument("--policy", choices=POLICIES,
                     help="driver: the one policy to run (default bsp)")
@@ -128,6 +128,14 @@ def make_model(name, torch):
         m.conv1 = nn.Conv2d(1, 64, kernel_size=7, stride=2, padding=3,
                             bias=False)  # one input channel
         return m
+    if name == "lenet":  # LeNet-5: 61 k params, a few ms a step
+        return nn.Sequential(
+            nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(inplace=True),
+            nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(16 * 5 * 5, 120), nn.ReLU(inplace=True),
+            nn.Linear(120, 84), nn.ReLU(inplace=True), nn.Linear(84, 10))
     # AlexNet-like: 5 convolutions, 3 fully connected layers, 3.0 M params.
     return nn.Sequential(
         nn.Conv2d(1, 64, 3, padding=1), nn.ReLU(inplace=True),

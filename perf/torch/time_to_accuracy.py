@@ -13,6 +13,10 @@ machine: a 12,000-image training subset, batch 16, every policy trained for
 the same --budget seconds; then reads its JSON and prints the comparison,
 with the load average. Extra arguments go to the example (e.g. --budget 600,
 --speeds 1,1,1,16, --model alexnet).
+
+--quick is the same comparison in a few minutes: LeNet-5 (a few ms a step
+where ResNet-18 takes 300), bsp, gssp and esync, each stopped at the target
+or after 60 s; a smoke figure, not the papers' setting.
 """
 
 import json
@@ -29,11 +33,15 @@ PRESET = ["--model", "resnet18", "--compare",
           "1,1,1,8", "--batch", "16", "--lr", "0.05", "--momentum", "0.9",
           "--train-size", "12000", "--test-size", "1000", "--budget", "300",
           "--eval-every", "10", "--epoch-steps", "10"]
+QUICK = ["--model", "lenet", "--compare", "bsp,gssp,esync", "--budget", "60",
+         "--stop-at-target", "--eval-every", "2"]
 TARGETS = {"esync": 7.0, "gssp": 1.46}
 
 
 def main():
     extra = sys.argv[1:]
+    if "--quick" in extra:
+        extra = QUICK + [a for a in extra if a != "--quick"]
     with tempfile.TemporaryDirectory(prefix="strata-tta-") as tmp:
         out = os.path.join(tmp, "results.json")
         plot = next((extra[i + 1] for i, a in enumerate(extra)
