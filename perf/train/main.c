@@ -52,6 +52,16 @@ static strata_status_t plot(const perf_cli_t *cli, const perf_result_t *r,
     return st;
 }
 
+/* The output files named on the command line, before minutes of runs. */
+static strata_status_t check_outputs(const perf_cli_t *cli)
+{
+    if (cli->json && perf_report_check_output(cli->json, "--json"))
+        return STRATA_ERR_INVALID;
+    if (cli->plot && perf_report_check_plot(cli->plot))
+        return STRATA_ERR_INVALID;
+    return STRATA_OK;
+}
+
 /* Run every policy; 0 when each job completed. */
 static int compare(const perf_cli_t *cli)
 {
@@ -101,6 +111,8 @@ int main(int argc, char **argv)
         return perf_worker_main(cli.worker);
     if (cli.job)
         return perf_job_main(&cli);
+    if (check_outputs(&cli) != STRATA_OK)
+        return 2;
     openblas_set_num_threads(1);
     catch_signals();
     return compare(&cli);

@@ -1,9 +1,11 @@
 /* The comparison table, its JSON, and the gnuplot figure. */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include "perf/train/log.h"
@@ -187,6 +189,39 @@ strata_status_t perf_report_json(const char *path, const perf_scenario_t *sc,
     return STRATA_OK;
 }
 
+strata_status_t perf_report_check_output(const char *path, const char *option)
+{
+    struct stat sb;
+    bool existed = stat(path, &sb) == 0;
+    /* Not truncated: a run that fails keeps the results of the last one.
+     * O_NONBLOCK: a FIFO without a reader is an error, not a wait. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        perf_error("%s %s: cannot create: %s", option, path, strerror(errno));
+        return STRATA_ERR_IO;
+    }
+    close(fd);
+    if (!existed)
+        unlink(path);
+    return STRATA_OK;
+}
+
+/* The name goes into gnuplot's script between single quotes. */
+static bool perf_report_plot_name_ok(const char *path)
+{
+    if (!strchr(path, '\''))
+        return true;
+    perf_error("%s: a plot file name cannot contain a quote", path);
+    return false;
+}
+
+strata_status_t perf_report_check_plot(const char *path)
+{
+    if (!perf_report_plot_name_ok(path))
+        return STRATA_ERR_INVALID;
+    return perf_report_check_output(path, "--plot");
+}
+
 /* The script, with every curve inline so no temporary files are needed. */
 static void plot_script(FILE *g, const char *path, const perf_scenario_t *sc,
                         const perf_result_t *r, int n)
@@ -230,10 +265,8 @@ bool perf_report_have_gnuplot(void)
 strata_status_t perf_report_plot(const char *path, const perf_scenario_t *sc,
                                  const perf_result_t *r, int n)
 {
-    if (strchr(path, '\'')) {
-        perf_error("%s: a plot file name cannot contain a quote", path);
+    if (!perf_report_plot_name_ok(path))
         return STRATA_ERR_INVALID;
-    }
     FILE *g = popen("gnuplot", "w");
     if (!g) {
         perf_error("cannot run gnuplot: %s", strerror(errno));

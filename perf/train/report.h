@@ -33,6 +33,13 @@ void perf_report_changes(FILE *out, const perf_scenario_t *sc,
 strata_status_t perf_report_json(const char *path, const perf_scenario_t *sc,
                                  const perf_result_t *r, int n);
 
+/* Checked before any run, so that a typo costs no results: PATH (given by
+ * OPTION, e.g. "--json") can be opened for writing (a directory, a missing
+ * or read-only directory cannot); a file created here is removed again. */
+strata_status_t perf_report_check_output(const char *path, const char *option);
+/* The same for --plot, whose name must also suit gnuplot. */
+strata_status_t perf_report_check_plot(const char *path);
+
 /* Whether gnuplot is on the PATH. */
 bool perf_report_have_gnuplot(void);
 

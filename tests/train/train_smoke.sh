@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A tiny strata-train run: it must learn, and write its JSON and plot; bad
-# options and a bad data directory must fail with a message naming them.
+# options, output paths and a bad data directory must fail with a message
+# naming them.
 set -euo pipefail
 train=$1
 out=$(mktemp -d)
@@ -24,6 +25,19 @@ rc=$?
 set -e
 [ $rc -eq 2 ] || fail "unknown policy: exit status $rc, expected 2"
 grep -q "unknown policy 'sgd'" "$out/bad" || fail "unknown policy not named"
+
+# Output paths are checked before the runs (they were written only after
+# them: a typo cost every result, and a bad --plot put the PNG on stdout).
+for opt in --json --plot; do
+  set +e
+  "$train" --policy local --budget 30 $opt "$out/no/such/dir/r" >"$out/bad" 2>&1
+  rc=$?
+  set -e
+  [ $rc -eq 2 ] || fail "bad $opt path: exit status $rc, expected 2"
+  grep -q -- "$opt $out/no/such/dir/r: cannot create: No such file" "$out/bad" ||
+    { cat "$out/bad"; fail "bad $opt path not named"; }
+  ! grep -q '^== local' "$out/bad" || fail "ran with a bad $opt path"
+done
 
 mkdir "$out/data"
 printf 'not gzip' >"$out/data/t10k-images-idx3-ubyte.gz"
