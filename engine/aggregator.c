@@ -292,6 +292,7 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
     strata_status_t st = eng_layout_build(a->lrx.tensors, a->lrx.ntensors,
                                           a->lrx.partition_bytes,
                                           (uint32_t)ctx->naggs, &a->layout);
+    atomic_store(&ctx->partition_bytes, a->lrx.partition_bytes);
     if (st == STRATA_OK)
         st = eng_shard_plan(ctx);
     if (st != STRATA_OK)

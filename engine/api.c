@@ -195,6 +195,11 @@ const char *strata_transport(const strata_ctx_t *ctx)
     return ctx->transport;
 }
 
+size_t strata_partition_bytes(const strata_ctx_t *ctx)
+{
+    return (size_t)atomic_load(&((strata_ctx_t *)ctx)->partition_bytes);
+}
+
 /* ---- memory ---- */
 
 strata_status_t strata_alloc(strata_ctx_t *ctx, size_t bytes, void **ptr_out)

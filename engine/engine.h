@@ -278,6 +278,9 @@ struct strata_ctx {
     /* The worker's clock as the application thread counts pushes, published
      * for queries from any thread. */
     _Atomic int64_t clock;
+    /* The layout's partition size, once known (the worker's commit, the
+     * aggregator's layout), for strata_partition_bytes(). */
+    _Atomic uint64_t partition_bytes;
     /* gssp: the worker's group, and its speed rank in [0, 1] (0 fastest) as
      * the coordinator last said */
     _Atomic int group;

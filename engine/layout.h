@@ -78,6 +78,21 @@ uint64_t eng_tensor_name_key(const char *name);
 uint64_t eng_layout_hash(const eng_tensor_desc_t *tensors, uint32_t ntensors,
                          uint64_t partition_bytes);
 
+/* Bounds of the partition size the engine picks (STRATA_PARTITION_BYTES=auto).
+ * Below the floor a message's fixed cost outweighs what splitting overlaps;
+ * above the ceiling a partition no longer fits in the caches while it is
+ * reduced, and reduce no longer overlaps the arrival of the next. */
+#define ENG_PARTITION_AUTO_MIN (64u << 10)
+#define ENG_PARTITION_AUTO_MAX (4u << 20)
+
+/* The partition size for the tensors on nshards shards when none is set:
+ * the model cut in 2 * nshards, so that every shard holds two partitions and
+ * reduces the first while the second arrives, rounded up to 64 bytes (whole
+ * elements of every dtype, whole cache lines) and kept within
+ * [ENG_PARTITION_AUTO_MIN, ENG_PARTITION_AUTO_MAX]. */
+uint64_t eng_layout_auto_partition(const eng_tensor_desc_t *tensors,
+                                   uint32_t ntensors, uint32_t nshards);
+
 /* Lay out ntensors (copied) for nshards shards. */
 strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
                                  uint32_t ntensors, uint64_t partition_bytes,

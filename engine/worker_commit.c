@@ -114,6 +114,10 @@ strata_status_t eng_commit_start(strata_ctx_t *ctx)
         descs[i] = w->tensors[i].desc;
     uint64_t pbytes =
         (uint64_t)eng_config_int(ctx->cfg, ENG_CFG_PARTITION_BYTES);
+    if (pbytes == 0) /* auto */
+        pbytes =
+            eng_layout_auto_partition(descs, w->ntensors, (uint32_t)ctx->naggs);
+    atomic_store(&ctx->partition_bytes, pbytes);
     strata_status_t st = eng_layout_build(descs, w->ntensors, pbytes,
                                           (uint32_t)ctx->naggs, &w->layout);
     util_free(descs);

@@ -125,8 +125,9 @@ static void util_settings_expected(const util_setting_t *spec, char *buf,
                      (long long)hi);
         break;
     case UTIL_SETTING_SIZE:
-        snprintf(buf, cap, "a size in bytes in [%lld, %lld] (suffix K, M, G)",
-                 (long long)lo, (long long)hi);
+        snprintf(buf, cap, "a size in bytes in [%lld, %lld] (suffix K, M, G)%s",
+                 (long long)lo, (long long)hi,
+                 spec->flags & UTIL_SETTING_AUTO ? ", or auto" : "");
         break;
     case UTIL_SETTING_DOUBLE:
         snprintf(buf, cap, "a number in [%g, %g]", spec->min, spec->max);
@@ -159,6 +160,8 @@ static bool util_settings_parse(const util_setting_t *spec, const char *s,
     case UTIL_SETTING_INT:
     case UTIL_SETTING_SIZE: {
         uint64_t bytes = 0; /* util_parse_size keeps it <= INT64_MAX */
+        if ((spec->flags & UTIL_SETTING_AUTO) && strcasecmp(s, "auto") == 0)
+            break; /* i = 0: the module chooses */
         ok = spec->type == UTIL_SETTING_INT
                  ? util_settings_parse_int(spec, s, &i)
                  : util_parse_size(s, &bytes);

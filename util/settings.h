@@ -16,7 +16,9 @@
  * "a|b|c", read back as the index), STRING (checked by SYNTAX, a
  * util_setting_syntax_t *, when set). MIN/MAX bound INT, SIZE and DOUBLE
  * (UTIL_SETTING_NO_MAX: no bound). FLAGS: UTIL_SETTING_INF lets an INT be "inf"
- * (read back as INT64_MAX); UTIL_SETTING_SECRET hides the value in dumps.
+ * (read back as INT64_MAX); UTIL_SETTING_AUTO lets a SIZE be "auto"
+ * (read back as 0: the module chooses); UTIL_SETTING_SECRET hides the value in
+ * dumps.
  */
 #ifndef STRATA_UTIL_SETTINGS_H
 #define STRATA_UTIL_SETTINGS_H
@@ -37,7 +39,11 @@ typedef enum util_setting_type {
     UTIL_SETTING_STRING,
 } util_setting_type_t;
 
-enum { UTIL_SETTING_INF = 1u << 0, UTIL_SETTING_SECRET = 1u << 1 };
+enum {
+    UTIL_SETTING_INF = 1u << 0,
+    UTIL_SETTING_SECRET = 1u << 1,
+    UTIL_SETTING_AUTO = 1u << 2,
+};
 
 /* An upper bound meaning "none" (read back as INT64_MAX). */
 #define UTIL_SETTING_NO_MAX 1e19

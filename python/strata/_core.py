@@ -216,6 +216,12 @@ class Context:
     def transport(self):
         return _c.strata_transport(self._handle()).decode()
 
+    @property
+    def partition_bytes(self):
+        """The partition size: STRATA_PARTITION_BYTES or the engine's pick
+        for the model (0 before commit)."""
+        return _c.strata_partition_bytes(self._handle())
+
     def metrics(self):
         m = _lib.Metrics(size=ctypes.sizeof(_lib.Metrics))
         _check(_c.strata_metrics(self._handle(), ctypes.byref(m)),

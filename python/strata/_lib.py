@@ -88,6 +88,7 @@ PROTOTYPES = {
     "strata_group": ("int", ("const strata_ctx_t *",)),
     "strata_clock": ("int64_t", ("const strata_ctx_t *",)),
     "strata_transport": ("const char *", ("const strata_ctx_t *",)),
+    "strata_partition_bytes": ("size_t", ("const strata_ctx_t *",)),
     "strata_alloc": ("strata_status_t", ("strata_ctx_t *", "size_t", "void **")),
     "strata_free": ("void", ("strata_ctx_t *", "void *")),
     "strata_tensor_register": ("strata_status_t",

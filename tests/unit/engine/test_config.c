@@ -92,7 +92,9 @@ static void defaults(void **state)
 {
     (void)state;
     eng_config_t *cfg = load_ok();
-    assert_int_equal(eng_config_int(cfg, ENG_CFG_PARTITION_BYTES), 4 << 20);
+    /* auto: the engine picks at commit (eng_layout_auto_partition) */
+    assert_int_equal(eng_config_int(cfg, ENG_CFG_PARTITION_BYTES), 0);
+    assert_string_equal(eng_config_str(cfg, ENG_CFG_PARTITION_BYTES), "auto");
     assert_int_equal(eng_config_int(cfg, ENG_CFG_TIMEOUT_MS), 30000);
     assert_string_equal(eng_config_str(cfg, ENG_CFG_POLICY), "bsp");
     assert_int_equal(eng_config_int(cfg, ENG_CFG_POLICY), 0);
@@ -191,6 +193,9 @@ static void malformed_values_name_key_value_and_expectation(void **state)
         {"STRATA_PARTITION_BYTES", "4Q", "a size in bytes"},
         {"STRATA_PARTITION_BYTES", "2G", "a size in bytes"},
         {"STRATA_PARTITION_BYTES", "-1", "a size in bytes"},
+        {"STRATA_PARTITION_BYTES", "0", "(suffix K, M, G), or auto"},
+        {"STRATA_PARTITION_BYTES", "1K", "a size in bytes in [4096, "},
+        {"STRATA_PARTITION_BYTES", "autom", "a size in bytes"},
         {"STRATA_STALENESS_COST", "-1", "a number in [0, "},
         {"STRATA_STALENESS_COST", "nan", "a number in [0, "},
         {"STRATA_IB_QPS", "inf", "an integer in [1, 64]"},

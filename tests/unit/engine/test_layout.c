@@ -144,6 +144,51 @@ static void more_shards_than_partitions(void **state)
     eng_layout_free(l);
 }
 
+/* The engine's partition size: the model in 2 per shard, whole cache lines,
+ * within [64K, 4M]; between the bounds every shard holds two partitions. */
+static void auto_partition_follows_model_and_shards(void **state)
+{
+    (void)state;
+    const uint64_t kib = 1024, mib = kib * kib;
+    const uint64_t models[] = {4,           4 * kib,   256 * kib, 1 * mib,
+                               1 * mib + 4, 2 * mib,   4 * mib,   6 * mib + 12,
+                               64 * mib,    1024 * mib};
+    const uint32_t shards[] = {1, 2, 3, 4, 8, 16};
+    for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
+        for (size_t k = 0; k < sizeof(shards) / sizeof(shards[0]); k++) {
+            uint32_t s = shards[k];
+            eng_tensor_desc_t t = desc("w", STRATA_FP32, models[m] / 4);
+            uint64_t p = eng_layout_auto_partition(&t, 1, s);
+            uint64_t share = (models[m] + 2 * s - 1) / (2 * s);
+            assert_true(p % 64 == 0);
+            assert_true(p >= ENG_PARTITION_AUTO_MIN &&
+                        p <= ENG_PARTITION_AUTO_MAX);
+            if (share <= ENG_PARTITION_AUTO_MIN)
+                assert_int_equal(p, ENG_PARTITION_AUTO_MIN);
+            else if (share >= ENG_PARTITION_AUTO_MAX)
+                assert_int_equal(p, ENG_PARTITION_AUTO_MAX);
+            else
+                assert_true(p >= share && p < share + 64);
+            if (share < ENG_PARTITION_AUTO_MIN ||
+                share > ENG_PARTITION_AUTO_MAX || models[m] > 64 * mib)
+                continue;
+            eng_layout_t *l;
+            assert_int_equal(eng_layout_build(&t, 1, p, s, &l), STRATA_OK);
+            for (uint32_t a = 0; a < s; a++)
+                assert_int_equal(l->shard_nparts[a], 2);
+            eng_layout_free(l);
+        }
+    /* 1 MiB on 2 shards: 256 KiB partitions, as the sweep in
+     * docs/engine.md measured best. */
+    eng_tensor_desc_t t = desc("w", STRATA_FP32, 1 << 18);
+    assert_int_equal(eng_layout_auto_partition(&t, 1, 2), 256 * kib);
+    /* The model is every tensor, of every dtype. */
+    eng_tensor_desc_t mixed[] = {desc("a", STRATA_FP32, 1 << 18),
+                                 desc("b", STRATA_FP16, 1 << 19),
+                                 desc("c", STRATA_FP64, 1 << 17)};
+    assert_int_equal(eng_layout_auto_partition(mixed, 3, 2), 768 * kib);
+}
+
 static void hash_depends_on_everything(void **state)
 {
     (void)state;
@@ -223,6 +268,7 @@ int main(void)
         cmocka_unit_test(partition_size_rounds_to_elements),
         cmocka_unit_test(shards_balance_bytes),
         cmocka_unit_test(more_shards_than_partitions),
+        cmocka_unit_test(auto_partition_follows_model_and_shards),
         cmocka_unit_test(hash_depends_on_everything),
         cmocka_unit_test(mismatch_names_first_difference),
         cmocka_unit_test(bad_descriptions_are_refused),

@@ -302,6 +302,33 @@ static void partition_completes(void **state)
 /* ssp with STALENESS=1: the fast worker's pushes of clocks 0 to 2 leave,
  * its push of clock 3 is held (the model of clock 2 is not served while
  * the other worker has not pushed) until the slow worker's first push. */
+/* STRATA_PARTITION_BYTES, when set, is the layout's partition size on every
+ * rank; auto (the default) is the engine's pick for the model, on every rank
+ * too. */
+static void partition_size_set_or_picked(void **state)
+{
+    (void)state;
+    job_start(4, 2, NULL);
+    for (int r = 0; r < job.size; r++)
+        assert_int_equal(strata_partition_bytes(job.ctx[r]), 0);
+    job_commit();
+    for (int r = 0; r < job.size; r++)
+        assert_int_equal(strata_partition_bytes(job.ctx[r]), 4096);
+    job_end();
+
+    const char *const picked[] = {"PARTITION_BYTES=auto", NULL};
+    job_start(4, 2, picked);
+    job_commit();
+    eng_tensor_desc_t model[] = {
+        {.name = "a", .dtype = STRATA_FP32, .count = NA},
+        {.name = "b", .dtype = STRATA_FP32, .count = NB}};
+    uint64_t want = eng_layout_auto_partition(model, 2, 2);
+    assert_int_equal(want, ENG_PARTITION_AUTO_MIN); /* a small model */
+    for (int r = 0; r < job.size; r++)
+        assert_int_equal(strata_partition_bytes(job.ctx[r]), want);
+    job_end();
+}
+
 static void push_beyond_the_bound_is_held(void **state)
 {
     (void)state;
@@ -826,6 +853,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(partition_completes, test_log_setup,
                                         test_log_teardown),
+        cmocka_unit_test_setup_teardown(partition_size_set_or_picked,
+                                        test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(push_beyond_the_bound_is_held,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(duplicate_arrival_refused,
