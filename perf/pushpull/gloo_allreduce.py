@@ -12,8 +12,8 @@ started by strata-run --spmd (every rank runs this script), and each worker
 also joins a gloo process group of the W workers on loopback. For every size
 (doubling from --min-bytes to --max-bytes, each a Strata job of its own, as
 in strata-bench-pushpull: one fp32 tensor of ones, STRATA_OPTIMIZER=sum,
-partition = the size shared among the aggregators, at most 4 MiB, unless
-STRATA_PARTITION_BYTES says otherwise) the workers time blocks of Strata
+the partition size STRATA_PARTITION_BYTES or the engine's pick, printed)
+the workers time blocks of Strata
 rounds (strata_step) and blocks of gloo all_reduce calls on a tensor of the
 same bytes, alternately, each block started by a gloo barrier; a block's
 figure is its slowest worker's time per round, and the median block is
@@ -30,7 +30,6 @@ import subprocess
 import sys
 import time
 
-MAX_PARTITION = 4 << 20
 
 
 def parse_bytes(text):
@@ -74,28 +73,15 @@ def sizes(args):
         b *= 2
 
 
-def partition_bytes(args, nbytes):
-    """As strata-bench-pushpull: the size shared among the aggregators in
-    whole 4 KiB pages, at most 4 MiB; None leaves the environment's."""
-    if os.environ.get("STRATA_PARTITION_BYTES"):
-        return None
-    share = (nbytes // args.aggregators + 4095) // 4096 * 4096
-    return min(max(share, 4096), MAX_PARTITION)
-
-
 def iterations(args, nbytes):
     """Rounds of a size: about 256 MiB moved, between 5 and 200."""
     return args.iters or min(max((256 << 20) // nbytes, 5), 200)
 
 
-def job_settings(args, k, nbytes):
-    s = {"STRATA_NUM_AGGREGATORS": args.aggregators,
-         "STRATA_OPTIMIZER": "sum", "STRATA_LR": 1,
-         "STRATA_COORD_FILE": f"{os.environ['STRATA_COORD_FILE']}.{k}"}
-    p = partition_bytes(args, nbytes)
-    if p:
-        s["STRATA_PARTITION_BYTES"] = p
-    return s
+def job_settings(args, k):
+    return {"STRATA_NUM_AGGREGATORS": args.aggregators,
+            "STRATA_OPTIMIZER": "sum", "STRATA_LR": 1,
+            "STRATA_COORD_FILE": f"{os.environ['STRATA_COORD_FILE']}.{k}"}
 
 
 def slowest(dist, torch, us):
@@ -149,8 +135,7 @@ def worker_size(args, ctx, dist, torch, nbytes):
     row = {"bytes": nbytes, "workers": args.workers,
            "aggregators": args.aggregators,
            "transport": ctx.transport,
-           "partition_bytes": partition_bytes(args, nbytes) or int(
-               os.environ["STRATA_PARTITION_BYTES"]),
+           "partition_bytes": ctx.partition_bytes,
            "strata_us": statistics.median(st), "strata_min_us": min(st),
            "gloo_us": statistics.median(gl), "gloo_min_us": min(gl),
            "load": os.getloadavg()[0]}
@@ -171,7 +156,7 @@ def run_rank(args):
             world_size=args.workers)
     rows = []
     for k, nbytes in enumerate(sizes(args)):
-        ctx = strata.Context(job_settings(args, k, nbytes))
+        ctx = strata.Context(job_settings(args, k))
         if worker:
             rows.append(worker_size(args, ctx, dist, torch, nbytes))
             if first:

@@ -14,7 +14,7 @@
  * reports the median over the blocks of the slowest worker's time per round
  * (the JSON adds the fastest block, *_min_us).
  * Unless --partition-bytes or STRATA_PARTITION_BYTES says otherwise, the
- * model is cut so that every aggregator holds a share of it.
+ * engine picks the partition size (docs/engine.md); each row prints it.
  *
  *   mpirun -np W+S strata-bench-pushpull --aggregators S ...
  *   strata-run --spmd -n W -a S -- strata-bench-pushpull --aggregators S ...
@@ -61,7 +61,7 @@ typedef enum stage {
 typedef struct opts {
     int aggs;
     size_t min_bytes, max_bytes;
-    size_t partition;          /* 0: automatic */
+    size_t partition;          /* 0: the engine's */
     int iters, blocks, warmup; /* iters 0: from the size */
     const char *optimizer;
     const char *json;
@@ -106,10 +106,10 @@ static void usage(FILE *f)
                "and MPI_Allreduce of the same\nbytes among the same workers "
                "when launched by mpirun. N rounds (default:\nfrom the size) "
                "in K blocks (default 5), alternating with MPI; the median\n"
-               "block is reported. P: the partition size (default: the size "
-               "shared among\nthe aggregators, at most 4M). --breakdown: "
-               "where a round's time goes,\nper stage (the aggregators' "
-               "stages under mpirun only).\n"
+               "block is reported. P: the partition size (default: "
+               "STRATA_PARTITION_BYTES, or\nthe engine's pick for the size "
+               "and S). --breakdown: where a round's time\ngoes, per stage "
+               "(the aggregators' stages under mpirun only).\n"
                "  mpirun -np W+S strata-bench-pushpull --aggregators S\n"
                "  strata-run --spmd -n W -a S -- strata-bench-pushpull "
                "--aggregators S\n");
@@ -236,30 +236,14 @@ static int setup_job(bench_t *b)
     return 0;
 }
 
-/* The partition size for a model of bytes: as given, or the model shared
- * among the aggregators in whole 4 KiB pages, at most the default 4 MiB;
- * 0 leaves STRATA_PARTITION_BYTES of the environment in force. */
-static size_t partition_bytes(const bench_t *b, size_t bytes)
-{
-    const char *env = getenv("STRATA_PARTITION_BYTES");
-    size_t p = 0;
-    if (b->o.partition)
-        return b->o.partition;
-    if (env)
-        return parse_bytes(env, &p) ? p : 0;
-    size_t share = (bytes / (size_t)b->o.aggs + 4095) / 4096 * 4096;
-    return share < 4096 ? 4096 : share > (4u << 20) ? 4u << 20 : share;
-}
-
 /* The settings of the job for size index k. */
-static void settings(const bench_t *b, int k, size_t bytes, char buf[7][320],
+static void settings(const bench_t *b, int k, char buf[7][320],
                      const char *out[8])
 {
     int n = 0;
     snprintf(buf[n++], 320, "NUM_AGGREGATORS=%d", b->o.aggs);
-    if (partition_bytes(b, bytes) && !getenv("STRATA_PARTITION_BYTES"))
-        snprintf(buf[n++], 320, "PARTITION_BYTES=%zu",
-                 partition_bytes(b, bytes));
+    if (b->o.partition)
+        snprintf(buf[n++], 320, "PARTITION_BYTES=%zu", b->o.partition);
     snprintf(buf[n++], 320, "OPTIMIZER=%s", b->o.optimizer);
     snprintf(buf[n++], 320, "LR=1");
     if (b->coord_file[0])
@@ -411,6 +395,7 @@ static int run_worker(const bench_t *b, strata_ctx_t *ctx, size_t bytes,
         rc = -1;
     snprintf(row->transport, sizeof(row->transport), "%s",
              strata_transport(ctx));
+    row->partition = strata_partition_bytes(ctx);
 out:
     if (param)
         strata_free(ctx, param);
@@ -438,14 +423,13 @@ static int run_size(bench_t *b, int k, size_t bytes, bool *first_worker)
 {
     char buf[7][320];
     const char *set[8];
-    settings(b, k, bytes, buf, set);
+    settings(b, k, buf, set);
     strata_ctx_t *ctx;
     if (strata_init_with(set, &ctx) != STRATA_OK)
         return -1;
     bool worker = strata_role(ctx) == STRATA_ROLE_WORKER;
     *first_worker = strata_worker_index(ctx) == 0;
     row_t row = {.bytes = bytes,
-                 .partition = partition_bytes(b, bytes),
                  .workers = strata_num_workers(ctx),
                  .aggs = strata_num_aggregators(ctx),
                  .mpi_us = -1};

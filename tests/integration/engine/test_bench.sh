@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # strata-bench-pushpull runs under strata-run and under mpirun, checks its
-# sums, shares the model among the aggregators, and writes the JSON the issue
-# specifies, with --breakdown its stages. (It measures nothing here.)
+# sums, prints the partition size the engine picked (or --partition-bytes),
+# and writes the JSON the issue specifies, with --breakdown its stages. (It
+# measures nothing here.)
 RUN=$1 BENCH=$2 MPIRUN=${3:-}
 EXACT=unused
 source "$(dirname "$0")/common.sh"
@@ -20,8 +21,8 @@ assert [r["bytes"] for r in rows] == [4096, 8192, 16384], rows
 for r in rows:
     assert r["workers"] == 2 and r["aggregators"] == 2, r
     assert r["strata_us"] > 0 and r["transport"], r
-    # The model is shared among the aggregators, in whole 4 KiB pages.
-    assert r["partition_bytes"] == max(4096, r["bytes"] // 2), r
+    # The engine's pick for a small model: its floor, 64 KiB.
+    assert r["partition_bytes"] == 65536, r
     assert (r["mpi_allreduce_us"] is None) == (sys.argv[2] == "0"), r
     assert 0 < r["strata_min_us"] <= r["strata_us"], r
     # --breakdown: the workers' stages; the aggregators' under mpirun only
@@ -37,7 +38,8 @@ if [ -n "$MPIRUN" ]; then
   root=()
   [ "$(id -u)" -eq 0 ] && root=(--allow-run-as-root)
   "$MPIRUN" "${root[@]}" --oversubscribe -np 4 --mca btl self,vader \
-    "$BENCH" "${args[@]}" --breakdown --json "$dir/mpi.json" \
+    "$BENCH" "${args[@]}" --breakdown --partition-bytes 8K \
+    --json "$dir/mpi.json" \
     >"$dir/mpi.out" 2>&1 ||
     fail "under mpirun: $(cat "$dir/mpi.out")"
   python3 - "$dir/mpi.json" 1 <<'PY' || fail "bad JSON from the mpirun job"
@@ -45,6 +47,7 @@ import json, sys
 rows = json.load(open(sys.argv[1]))["results"]
 assert len(rows) == 3, rows
 for r in rows:
+    assert r["partition_bytes"] == 8192, r  # --partition-bytes sets it
     assert r["strata_us"] > 0 and r["mpi_allreduce_us"] > 0, r
     assert 0 < r["mpi_allreduce_min_us"] <= r["mpi_allreduce_us"], r
     b = r["breakdown"]  # the aggregators' stages, gathered over MPI
