@@ -91,6 +91,21 @@ void eng_fail_tell_at(strata_ctx_t *ctx, strata_status_t status,
     eng_fail_at(ctx, status, file, line, "%s", msg);
 }
 
+void eng_fail_coord_send_at(strata_ctx_t *ctx, strata_status_t status,
+                            const char *file, int line, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (status == STRATA_ERR_PEER || status == STRATA_ERR_STATE) {
+        util_debug("%s (its disconnect says why)", msg);
+        return;
+    }
+    eng_fail_at(ctx, status, file, line, "%s", msg);
+}
+
 void eng_fail_soon_now(strata_ctx_t *ctx, const char *why)
 {
     if (!ctx->soon.at_ns)

@@ -53,8 +53,9 @@ static void eng_gssp_report(strata_ctx_t *ctx, const eng_steptime_t *s,
     eng_put_f64(&m, t > 1e-6 ? t : 1e-6); /* a step takes some time */
     strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
     if (st != STRATA_OK)
-        eng_fail(ctx, st, "cannot report step times to the coordinator: %s",
-                 strata_strerror(st));
+        eng_fail_coord_send(ctx, st,
+                            "cannot report step times to the coordinator: %s",
+                            strata_strerror(st));
 }
 
 static void eng_gssp_pushed(strata_ctx_t *ctx, int64_t clock,
@@ -92,8 +93,9 @@ static void eng_gssp_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_put_i64(&m, w->freeze_at);
     strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
     if (st != STRATA_OK)
-        eng_fail(ctx, st, "cannot answer the coordinator's FREEZE: %s",
-                 strata_strerror(st));
+        eng_fail_coord_send(ctx, st,
+                            "cannot answer the coordinator's FREEZE: %s",
+                            strata_strerror(st));
 }
 
 static void eng_gssp_set_rank(strata_ctx_t *ctx, double rank)
