@@ -221,6 +221,26 @@ static strata_status_t eng_read_coord_file(strata_ctx_t *ctx)
     return st;
 }
 
+/* What an attempt to join ended with, kept for the message at the
+ * deadline. An answer from a peer (a refused secret, a job that does not
+ * fit) says more than a connection's loss and is not replaced by one: a
+ * later attempt, reset by a coordinator that gave up on this rank, hid
+ * "STRATA_JOB_SECRET differs" behind "Connection reset by peer". */
+static void eng_boot_note(strata_ctx_t *ctx, strata_status_t status,
+                          const char *why)
+{
+    bool telling = status == STRATA_ERR_AUTH || status == STRATA_ERR_MISMATCH ||
+                   status == STRATA_ERR_PROTO;
+    bool kept = ctx->join_last_error == STRATA_ERR_AUTH ||
+                ctx->join_last_error == STRATA_ERR_MISMATCH ||
+                ctx->join_last_error == STRATA_ERR_PROTO;
+    if (kept && !telling)
+        return;
+    ctx->join_last_error = status;
+    snprintf(ctx->join_last_why, sizeof(ctx->join_last_why), "%s",
+             why[0] ? why : strata_strerror(status));
+}
+
 /* Retry after a backoff that doubles from 10 ms to 1 s, or at the deadline;
  * once connected, the timer stays armed for the deadline. */
 static void eng_boot_later(strata_ctx_t *ctx, bool backoff)
@@ -299,7 +319,7 @@ static void eng_boot_retry(strata_ctx_t *ctx)
                                     &ctx->coord_peer, &ctx->coord_peer.ep);
     if (st != STRATA_OK) {
         ctx->coord_peer.ep = NULL;
-        ctx->join_last_error = st;
+        eng_boot_note(ctx, st, "");
         eng_boot_later(ctx, true);
     }
 }
@@ -349,11 +369,9 @@ static void eng_boot_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
         }
     }
     const char *why = tp_ep_error(ctx->coord_peer.ep);
-    snprintf(ctx->join_last_why, sizeof(ctx->join_last_why), "%s",
-             why[0] ? why : strata_strerror(status));
     util_debug("connecting to the coordinator at %s: %s (retrying)",
-               ctx->coord_addr, ctx->join_last_why);
-    ctx->join_last_error = status;
+               ctx->coord_addr, why[0] ? why : strata_strerror(status));
+    eng_boot_note(ctx, status, why);
     eng_peer_close(peer);
     peer->up = false;
     eng_boot_later(ctx, true);

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The failures that must end in a clear error on every rank within
-# STRATA_TIMEOUT_MS, never a hang: a layout mismatch, a wrong job secret,
-# an unreachable coordinator, a FIFO as its address file, a worker killed
-# in the middle of training (in a job that needs every worker), an
+# STRATA_TIMEOUT_MS, never a hang: a layout mismatch, a wrong job secret
+# (named even when a later attempt finds no coordinator), an unreachable
+# coordinator, a FIFO as its address file, a worker killed in the middle
+# of training (in a job that needs every worker), an
 # aggregator no worker can reach, and one that dies while the coordinator
 # is slow to see it. Every rank reports the job's first failure, as the
 # coordinator names it, not what it saw of its consequences.
@@ -22,6 +23,17 @@ unset ENV_OF_RANK
 expect_rank 3 3 "cannot join the job: .* \(last error: authentication failed: .*STRATA_JOB_SECRET differs\)"
 expect_rank 0 3 "1 of 4 ranks did not join .*\(ranks 3\)"
 for r in 1 2; do expect_rank $r 3 "the job failed: 1 of 4 ranks did not join"; done
+
+# The refused secret stays the reason when a later attempt finds no
+# coordinator (it gave up on the job): "Connection reset by peer" or
+# "refused" hid it.
+ENV_OF_RANK=([1]="STRATA_JOB_SECRET=not-the-secret STRATA_LOG=debug")
+start_ranks 1 1 "$EXACT"
+unset ENV_OF_RANK
+wait_log 1 "coordinator at .*STRATA_JOB_SECRET differs.*retrying" $limit
+kill -KILL "${PIDS[0]}"
+within $limit wait_ranks
+expect_rank 1 3 "cannot join the job: .* \(last error: authentication failed: .*STRATA_JOB_SECRET differs\)"
 
 LDIR=$(mktemp -d)
 rc=0
