@@ -359,15 +359,15 @@ void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
 void eng_fail_tell_at(strata_ctx_t *ctx, strata_status_t status,
                       const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-/* A send to the coordinator failed: when it is gone (STRATA_ERR_PEER or
- * STRATA_ERR_STATE), its disconnect reports the job's failure, after what
- * it said before leaving (an ABORT naming the first cause, which a failure
- * here would hide); any other status fails the job now with the message. */
-#define eng_fail_coord_send(ctx, status, ...)                                  \
-    eng_fail_coord_send_at(ctx, status, __FILE__, __LINE__, __VA_ARGS__)
+/* A send to the coordinator failed (what: "cannot ..."): when it is gone
+ * (STRATA_ERR_PEER or STRATA_ERR_STATE), its disconnect reports the job's
+ * failure, after what it said before leaving (an ABORT naming the first
+ * cause, which a failure here would hide); any other status fails the job
+ * now. */
+#define eng_fail_coord_send(ctx, status, what)                                 \
+    eng_fail_coord_send_at(ctx, status, __FILE__, __LINE__, what)
 void eng_fail_coord_send_at(strata_ctx_t *ctx, strata_status_t status,
-                            const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+                            const char *file, int line, const char *what);
 /* The coordinator will not answer (why says so): fail with the message
  * eng_fail_soon holds, if any. */
 void eng_fail_soon_now(strata_ctx_t *ctx, const char *why);

@@ -92,18 +92,14 @@ void eng_fail_tell_at(strata_ctx_t *ctx, strata_status_t status,
 }
 
 void eng_fail_coord_send_at(strata_ctx_t *ctx, strata_status_t status,
-                            const char *file, int line, const char *fmt, ...)
+                            const char *file, int line, const char *what)
 {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (status == STRATA_ERR_PEER || status == STRATA_ERR_STATE) {
-        util_debug("%s (its disconnect says why)", msg);
-        return;
-    }
-    eng_fail_at(ctx, status, file, line, "%s", msg);
+    if (status == STRATA_ERR_PEER || status == STRATA_ERR_STATE)
+        util_debug("%s: %s (its disconnect says why)", what,
+                   strata_strerror(status));
+    else
+        eng_fail_at(ctx, status, file, line, "%s: %s", what,
+                    strata_strerror(status));
 }
 
 void eng_fail_soon_now(strata_ctx_t *ctx, const char *why)

@@ -54,8 +54,7 @@ static void eng_gssp_report(strata_ctx_t *ctx, const eng_steptime_t *s,
     strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
     if (st != STRATA_OK)
         eng_fail_coord_send(ctx, st,
-                            "cannot report step times to the coordinator: %s",
-                            strata_strerror(st));
+                            "cannot report step times to the coordinator");
 }
 
 static void eng_gssp_pushed(strata_ctx_t *ctx, int64_t clock,
@@ -93,9 +92,7 @@ static void eng_gssp_on_freeze(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_put_i64(&m, w->freeze_at);
     strata_status_t st = eng_send(&ctx->coord_peer, &m, NULL);
     if (st != STRATA_OK)
-        eng_fail_coord_send(ctx, st,
-                            "cannot answer the coordinator's FREEZE: %s",
-                            strata_strerror(st));
+        eng_fail_coord_send(ctx, st, "cannot answer the coordinator's FREEZE");
 }
 
 static void eng_gssp_set_rank(strata_ctx_t *ctx, double rank)

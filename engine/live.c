@@ -115,8 +115,7 @@ static void eng_live_beat(strata_ctx_t *ctx)
     eng_put_i64(&w, progress);
     strata_status_t st = eng_send(&ctx->coord_peer, &w, NULL);
     if (st != STRATA_OK)
-        eng_fail_coord_send(ctx, st, "cannot say BEAT to the coordinator: %s",
-                            strata_strerror(st));
+        eng_fail_coord_send(ctx, st, "cannot say BEAT to the coordinator");
 }
 
 /* The coordinator is silent: this rank fails naming it, and tells it, so
