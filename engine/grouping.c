@@ -14,8 +14,8 @@
 
 struct eng_grouping {
     uint32_t workers;
-    uint32_t fixed_k; /* 0: automatic */
-    uint32_t capacity;
+    uint32_t fixed_k;  /* 0: automatic */
+    uint32_t capacity; /* group slots: the probe's, or the manual groups */
     uint32_t probe_steps;
     double gain;
     bool manual;
@@ -197,24 +197,29 @@ strata_status_t eng_grouping_create(const eng_grouping_params_t *params,
             st = STRATA_ERR_CONFIG;
         }
         g->capacity = g->count;
-    } else {
-        g->capacity = g->fixed_k                        ? g->fixed_k
-                      : params->max_groups < g->workers ? params->max_groups
-                                                        : g->workers;
+    } else { /* the probe: every worker alone */
+        g->capacity = g->workers < ENG_TRACKER_MAX_GROUPS
+                          ? g->workers
+                          : ENG_TRACKER_MAX_GROUPS;
+        g->count = g->capacity;
     }
+    uint32_t max_k = g->manual    ? g->capacity
+                     : g->fixed_k ? g->fixed_k
+                                  : params->max_groups;
     if (st == STRATA_OK)
         st = grp_alloc(g);
     if (st == STRATA_OK)
-        st = eng_cost_create(g->workers, g->capacity, params->staleness_cost,
+        st = eng_cost_create(g->workers, max_k, params->staleness_cost,
                              &g->cost);
-    if (st == STRATA_OK && manual)
-        memcpy(g->group_of, manual, sizeof(uint32_t) * g->workers);
+    for (uint32_t w = 0; st == STRATA_OK && w < g->workers; w++)
+        g->group_of[w] = manual ? manual[w] : w % g->capacity;
     util_free(manual);
     if (st != STRATA_OK) {
         eng_grouping_destroy(g);
         return st;
     }
-    grp_rank_by_id(g);
+    if (g->manual) /* by id; the probe's all rank 0 */
+        grp_rank_by_id(g);
     *grouping_out = g;
     return STRATA_OK;
 }
@@ -458,7 +463,10 @@ strata_status_t eng_grouping_evaluate(eng_grouping_t *g, bool *changed_out)
         strata_status_t st = grp_candidate(g, n, &rate_new);
         if (st != STRATA_OK)
             return st;
-        g->rate = eng_cost_rate(g->cost, g->time, g->group_of, g->workers);
+        /* The probe's groups are not the model's (a worker alone each). */
+        g->rate = g->classified
+                      ? eng_cost_rate(g->cost, g->time, g->group_of, g->workers)
+                      : 0;
         if (!g->classified || grp_accept(g, n, rate_new)) {
             grp_apply(g, n);
             *changed_out = true;

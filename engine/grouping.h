@@ -6,8 +6,10 @@
  *  - Measure: each worker's own step time, as its engine measures it (the
  *    median of its last steps, engine/steptime.h), reported with the count
  *    of steps measured so far.
- *  - Probe: workers start as one group; once every live worker has
- *    reported probe_steps steps the first grouping is applied at once.
+ *  - Probe: every worker starts in a group of its own (asynchronous, as
+ *    under ASP: nobody waits for a worker not yet measured, and each
+ *    reports at its own pace); once every live worker has reported
+ *    probe_steps steps the first grouping is applied at once.
  *  - Grouping: the cost model (engine/group_cost.h) picks the classes and
  *    their number (or `groups` of them when fixed).
  *  - Revision: every evaluation recomputes the best grouping; the
@@ -89,7 +91,8 @@ bool eng_grouping_probing(const eng_grouping_t *g);
 /* Groups with a live member. */
 uint32_t eng_grouping_count(const eng_grouping_t *g);
 /* The most groups this grouping can ever have (the tracker's group slots):
- * the fixed or manual count, else min(max_groups, workers). */
+ * the manual count, else one per worker (the probe's; at most
+ * ENG_TRACKER_MAX_GROUPS, beyond which the probe's groups hold several). */
 uint32_t eng_grouping_capacity(const eng_grouping_t *g);
 /* Group of each worker: an array of `workers` ids, valid until the next
  * eng_grouping_evaluate. */
@@ -97,7 +100,8 @@ const uint32_t *eng_grouping_assignment(const eng_grouping_t *g);
 uint32_t eng_grouping_group_of(const eng_grouping_t *g, uint32_t worker);
 /* Speed rank of a group, in [0, 1]: 0 the fastest, 1 the slowest (0 when
  * there is one group, or for an id without members). By measured group mean
- * once all have reported, by id before. */
+ * once all have reported; before, by id for manual groups, 0 in the
+ * probe. */
 double eng_grouping_rank(const eng_grouping_t *g, uint32_t group);
 /* Counts the changes of the ranks (GDTopK's ratios follow them). */
 uint64_t eng_grouping_rank_generation(const eng_grouping_t *g);

@@ -159,7 +159,8 @@ int strata_num_workers(const strata_ctx_t *ctx);
 int strata_num_aggregators(const strata_ctx_t *ctx);
 /* 0..num_workers-1 for a worker (its data shard, say), -1 for an aggregator. */
 int strata_worker_index(const strata_ctx_t *ctx);
-/* The worker's current group (0 under bsp; its own under ssp and asp). */
+/* The worker's current group (0 under bsp; its own under ssp and asp, and
+ * under gssp until the probe's end). */
 int strata_group(const strata_ctx_t *ctx);
 /* The worker's clock: the number of steps it has pushed. */
 int64_t strata_clock(const strata_ctx_t *ctx);

@@ -57,13 +57,19 @@ static const double powers[] = {4, 1, 8, 2, 1, 8, 2, 4};
 static void the_probe_comes_first(void **state)
 {
     (void)state;
-    eng_grouping_t *g = make(8, 0, 8, "auto");
+    eng_grouping_t *g = make(8, 0, 4, "auto");
     assert_true(eng_grouping_probing(g));
+    /* The probe: every worker alone (asynchronous), each ranked 0; a slot
+     * per worker beyond STRATA_MAX_GROUPS, which caps the model's choice. */
+    assert_int_equal(eng_grouping_capacity(g), 8);
     assert_false(report(g, powers, 8, 1));
     assert_false(report(g, powers, 8, 2));
-    assert_int_equal(eng_grouping_count(g), 1);
-    assert_int_equal(eng_grouping_group_of(g, 2), 0);
-    /* One worker short of the probe: still one group. */
+    assert_int_equal(eng_grouping_count(g), 8);
+    for (uint32_t w = 0; w < 8; w++) {
+        assert_int_equal(eng_grouping_group_of(g, w), w);
+        assert_true(eng_grouping_rank(g, w) == 0);
+    }
+    /* One worker short of the probe: still alone each. */
     assert_false(report(g, powers, 7, 3));
     assert_true(eng_grouping_probing(g));
     assert_true(report(g, powers, 8, 3));

@@ -101,7 +101,9 @@ static void gssp_scales_by_world_or_group_and_staleness(void **state)
     p = make_with(4,
                   (const char *const[]){"POLICY", "gssp", "GSSP_SCALE", "group",
                                         "STALENESS_LR", "inverse", NULL});
-    assert_int_equal(p->group_of[3], 0); /* one group until measured */
+    /* Until measured, every worker alone (the probe). */
+    assert_int_equal(p->ngroups, 4);
+    assert_int_equal(p->group_of[3], 3);
     assert_false(p->apply_on_arrival);
     assert_true(eng_policy_scale(p, p->nworkers, 2, 2, 0, 0) == 0.5);
     assert_true(eng_policy_scale(p, p->nworkers, 2, 2, 0, 1) == 0.5);
