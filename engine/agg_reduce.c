@@ -276,6 +276,7 @@ static bool eng_reduce_pass(strata_ctx_t *ctx, uint32_t i)
         uint32_t g = on_arrival ? eng_tracker_group_of(ap->tracker, k) : k;
         eng_reduce_unit(ctx, ap, g, on_arrival ? (int64_t)k : -1, &u);
         eng_agg_ckpt_note(ctx, i);
+        eng_agg_protect_note(ctx, i);
         strata_status_t st = ap->unretired ? eng_agg_retire(ctx, ap)
                              : ap->moves   ? eng_agg_moves(ctx, ap)
                                            : STRATA_OK;

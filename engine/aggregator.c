@@ -314,6 +314,8 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
         st = eng_apart_init(ctx, &a->parts[i]);
     if (st == STRATA_OK)
         st = eng_agg_ckpt_setup(ctx);
+    if (st == STRATA_OK)
+        st = eng_agg_protect_setup(ctx);
     for (int w = 0; st == STRATA_OK && w < ctx->nworkers; w++)
         if (a->links[w])
             st = eng_send_slots(ctx, a->links[w]);
@@ -363,6 +365,8 @@ static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
         st = eng_shard_setup(ctx);
     else if ((type == ENG_MSG_DROP_ASK || type == ENG_MSG_DROP) && a->layout)
         st = eng_agg_drop_msg(ctx, type, r);
+    else if (type == ENG_MSG_PIECE && a->layout)
+        st = eng_agg_protect_piece(ctx, r);
     else if (eng_agg_policy(ctx)->on_coord_msg)
         st = eng_agg_policy(ctx)->on_coord_msg(ctx, type, r);
     if (st != STRATA_OK)
@@ -763,6 +767,7 @@ static void eng_agg_flush(strata_ctx_t *ctx)
     for (int w = 0; a->layout && w < ctx->nworkers; w++)
         if (a->links[w] && a->links[w]->qlen > 0)
             eng_wlink_post(ctx, a->links[w]);
+    eng_agg_protect_flush(ctx);
     if (a->leaving)
         eng_agg_leave(ctx);
 }
@@ -815,6 +820,7 @@ void eng_agg_free(strata_ctx_t *ctx)
         return;
     eng_agg_close(ctx);
     eng_agg_ckpt_free(a);
+    eng_agg_protect_free(a);
     while (a->accepted) {
         eng_wlink_t *l = a->accepted;
         a->accepted = l->next;

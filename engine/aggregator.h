@@ -9,6 +9,8 @@
  *                 esync and fedavg
  *   agg_drop.c    workers dropped (DROP_ASK, DROP from the coordinator)
  *                 while the others go on, under every policy
+ *   agg_ckpt.c    checkpoints of the shard to disk
+ *   agg_protect.c the shard's protection by parity other aggregators hold
  */
 #ifndef STRATA_ENGINE_AGGREGATOR_H
 #define STRATA_ENGINE_AGGREGATOR_H
@@ -45,6 +47,8 @@ typedef struct eng_apart {
     uint64_t state_off; /* its momentum in a checkpoint's payload */
     int64_t ckpt_at;    /* the checkpoint clock it was copied for, -1 */
     float *master;      /* [count]: an fp16 or bf16 model's fp32 copy (sgd) */
+    uint64_t prot_off;  /* its momentum and master in a protected snapshot */
+    int64_t prot_at;    /* the protected clock it was copied for, -1 */
 } eng_apart_t;
 
 typedef struct eng_dst {
@@ -126,6 +130,7 @@ struct eng_agg {
     uint32_t ckpt_ncopied;         /* partitions copied for ckpt_next */
     uint64_t ckpt_skipped;
     bool restored; /* the model came from a checkpoint, not worker 0 */
+    struct eng_agg_protect *prot; /* STRATA_PROTECT_EVERY; NULL: off */
 };
 
 /* The aggregator's part of a policy (policy.h): what it does beyond
@@ -185,6 +190,23 @@ strata_status_t eng_agg_ckpt_setup(strata_ctx_t *ctx);
  * checkpoint's clock; the checkpoint written once every partition is. */
 void eng_agg_ckpt_note(strata_ctx_t *ctx, uint32_t i);
 void eng_agg_ckpt_free(eng_agg_t *a);
+
+/* ---- agg_protect.c ---- */
+
+/* STRATA_PROTECT_EVERY, once the shard is laid out: the geometry, the
+ * snapshot and the parity fragments this aggregator holds. */
+strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx);
+/* After an update of partition i: copied into the snapshot if it reached
+ * the next protected clock; its pieces go out once every partition is. */
+void eng_agg_protect_note(strata_ctx_t *ctx, uint32_t i);
+/* Every turn of the loop: send the snapshot's pieces while the control
+ * backlog is empty. */
+void eng_agg_protect_flush(strata_ctx_t *ctx);
+/* PIECE, relayed by the coordinator: a chunk of another aggregator's
+ * snapshot for a parity fragment held here. */
+strata_status_t eng_agg_protect_piece(strata_ctx_t *ctx, eng_rbuf_t *r);
+/* Checks the fragments held one last time, frees them. */
+void eng_agg_protect_free(eng_agg_t *a);
 
 /* ---- agg_drop.c ---- */
 

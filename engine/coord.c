@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "engine/layout_wire.h"
+#include "engine/protect.h"
 #include "util/alloc.h"
 #include "util/log.h"
 
@@ -502,9 +503,37 @@ static void eng_coord_lost(strata_ctx_t *ctx, eng_member_t *m, const char *how,
     snprintf(msg, sizeof(msg), "%s: %s", how, why);
     if (eng_coord_drop_lost(ctx, m, msg))
         return;
-    eng_fail(ctx, STRATA_ERR_PEER, "%s %s %s",
-             m->peer.rank < ctx->naggs ? "aggregator" : "worker",
-             eng_member_name(m), msg);
+    bool agg = m->peer.rank < ctx->naggs;
+    eng_fail(ctx, STRATA_ERR_PEER, "%s %s %s%s", agg ? "aggregator" : "worker",
+             eng_member_name(m), msg,
+             agg ? eng_protect_loss_note(ctx->cfg) : "");
+}
+
+/* PIECE: a chunk of an aggregator's protected shard, passed on to the
+ * aggregator that holds the parity it is for (agg_protect.c). One whose
+ * holder already left or is lost is not passed on: that protection is
+ * incomplete, which the holder's next one replaces. */
+static void eng_coord_relay_piece(strata_ctx_t *ctx, eng_member_t *m,
+                                  eng_rbuf_t *r)
+{
+    uint32_t dst = eng_get_u32(r);
+    if (r->bad || r->len > TP_MSG_MAX || m->peer.rank >= ctx->naggs ||
+        dst >= (uint32_t)ctx->naggs || dst == (uint32_t)m->peer.rank) {
+        eng_fail(ctx, STRATA_ERR_PROTO,
+                 "%s sent a PIECE for rank %u, which is not another "
+                 "aggregator's to hold",
+                 eng_member_name(m), dst);
+        return;
+    }
+    eng_member_t *to = ctx->coord->by_rank[dst];
+    if (!to || !to->peer.up || to->bye)
+        return;
+    unsigned char buf[TP_MSG_MAX];
+    memcpy(buf, r->p, r->len);
+    eng_wbuf_t w = {.p = buf, .len = r->len, .cap = sizeof(buf)};
+    if (eng_send(&to->peer, &w, NULL) != STRATA_OK)
+        util_debug("cannot pass a PIECE on to %s (its disconnect says why)",
+                   eng_member_name(to));
 }
 
 /* ---- liveness (engine/live.h) ---- */
@@ -579,6 +608,9 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         break;
     case ENG_MSG_DROP_AT:
         eng_coord_on_drop_at(ctx, m, r);
+        break;
+    case ENG_MSG_PIECE:
+        eng_coord_relay_piece(ctx, m, r);
         break;
     default:
         if (pol->on_msg && pol->on_msg(ctx, m, type, r))

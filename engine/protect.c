@@ -77,13 +77,40 @@ void eng_protect_parity_reset(const eng_protect_t *p, eng_frag_t *f,
 void eng_protect_parity_add(const eng_protect_t *p, eng_frag_t *f,
                             uint32_t data_index, const unsigned char *piece)
 {
-    agg_ec_encode_update(p->ec, p->frag, data_index, f->index - p->k, piece,
-                         f->bytes);
+    eng_protect_parity_add_at(p, f, data_index, 0, p->frag, piece);
+}
+
+void eng_protect_parity_add_at(const eng_protect_t *p, eng_frag_t *f,
+                               uint32_t data_index, uint64_t off, uint64_t len,
+                               const unsigned char *bytes)
+{
+    agg_ec_encode_update(p->ec, len, data_index, f->index - p->k, bytes,
+                         f->bytes + off);
 }
 
 void eng_protect_seal(const eng_protect_t *p, eng_frag_t *f)
 {
     f->crc = strata_crc32c(0, f->bytes, p->frag);
+}
+
+const char *eng_protect_loss_note(const eng_config_t *cfg)
+{
+    return eng_config_int(cfg, ENG_CFG_PROTECT_EVERY)
+               ? " (STRATA_PROTECT_EVERY keeps parity of its shard, but "
+                 "taking a lost shard over is not built yet: the job cannot "
+                 "go on)"
+               : "";
+}
+
+bool eng_protect_intact(const eng_protect_t *p, const eng_frag_t *f)
+{
+    if (strata_crc32c(0, f->bytes, p->frag) == f->crc)
+        return true;
+    util_warn("fragment %u of stripe %u (clock %" PRId64
+              ", held by aggregator %u) fails its CRC32C: not used",
+              f->index, f->stripe, f->clock,
+              eng_protect_holder(p, f->stripe, f->index));
+    return false;
 }
 
 strata_status_t eng_protect_rebuild(const eng_protect_t *p, uint32_t s,
@@ -101,12 +128,8 @@ strata_status_t eng_protect_rebuild(const eng_protect_t *p, uint32_t s,
         if (f->stripe != s || f->clock != clock || f->index >= p->n ||
             seen[f->index])
             continue;
-        if (strata_crc32c(0, f->bytes, p->frag) != f->crc) {
-            util_warn("fragment %u of stripe %u (clock %" PRId64
-                      ", held by aggregator %u) fails its CRC32C: not used",
-                      f->index, s, clock, eng_protect_holder(p, s, f->index));
+        if (!eng_protect_intact(p, f))
             continue;
-        }
         seen[f->index] = true;
         idx[good] = f->index;
         frags[good++] = f->bytes;

@@ -16,17 +16,20 @@
  * Every fragment carries the CRC32C of its bytes, taken when it was made; a
  * fragment whose bytes no longer match is not used.
  *
- * What is not built yet: the exchange of shares and fragments between
- * aggregators, and the takeover of a rebuilt shard (issue 16, item 3).
+ * The aggregator's part (engine/agg_protect.c) snapshots its shard and
+ * sends the pieces to the parity holders. What is not built yet: the
+ * takeover of a rebuilt shard (issue 16, item 3).
  */
 #ifndef STRATA_ENGINE_PROTECT_H
 #define STRATA_ENGINE_PROTECT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <strata/strata.h>
 
 #include "agg/ec.h"
+#include "engine/config.h"
 
 typedef struct eng_protect {
     uint32_t n, m, k;
@@ -69,7 +72,21 @@ void eng_protect_parity_reset(const eng_protect_t *p, eng_frag_t *f,
                               uint32_t stripe, uint32_t index, int64_t clock);
 void eng_protect_parity_add(const eng_protect_t *p, eng_frag_t *f,
                             uint32_t data_index, const unsigned char *piece);
+/* The share of bytes [off, off + len) of data fragment data_index (bytes:
+ * those len bytes), for a piece that arrives in chunks. */
+void eng_protect_parity_add_at(const eng_protect_t *p, eng_frag_t *f,
+                               uint32_t data_index, uint64_t off, uint64_t len,
+                               const unsigned char *bytes);
 void eng_protect_seal(const eng_protect_t *p, eng_frag_t *f);
+
+/* What a message about a lost aggregator adds (the sentence, or "") while
+ * shards are protected but a lost one cannot be taken over yet, so that no
+ * one takes the protection for recovery. */
+const char *eng_protect_loss_note(const eng_config_t *cfg);
+
+/* Whether fragment f still matches its CRC32C; a mismatch is logged,
+ * naming the fragment (stripe, index, clock, holder), as not used. */
+bool eng_protect_intact(const eng_protect_t *p, const eng_frag_t *f);
 
 /* Data fragment `want` of stripe s, from the fragments survivors hold
  * (have[0..nhave), any order): each is checked against its CRC32C, a

@@ -70,6 +70,17 @@ void eng_put_str(eng_wbuf_t *w, const char *s)
     w->len += n;
 }
 
+void eng_put_bytes(eng_wbuf_t *w, const void *p, uint32_t n)
+{
+    if (w->overflow || w->cap - w->len < 4 + (size_t)n) {
+        w->overflow = true;
+        return;
+    }
+    eng_put_u32(w, n);
+    memcpy(w->p + w->len, p, n);
+    w->len += n;
+}
+
 static uint64_t eng_get(eng_rbuf_t *r, size_t n)
 {
     if (r->bad || r->len - r->pos < n) {
@@ -130,4 +141,18 @@ void eng_get_str(eng_rbuf_t *r, char *buf, size_t cap)
     memcpy(buf, r->p + r->pos, n);
     buf[n] = '\0';
     r->pos += n;
+}
+
+const unsigned char *eng_get_bytes(eng_rbuf_t *r, uint32_t *len_out)
+{
+    uint32_t n = eng_get_u32(r);
+    *len_out = 0;
+    if (r->bad || r->len - r->pos < n) {
+        r->bad = true;
+        return NULL;
+    }
+    const unsigned char *p = r->p + r->pos;
+    r->pos += n;
+    *len_out = n;
+    return p;
 }

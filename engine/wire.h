@@ -52,13 +52,15 @@
     X(BEAT, 32)       /* rank <-> coordinator: alive, and its progress */      \
     X(PUSHED, 33)     /* worker -> aggregator: a clock's writes all landed */  \
     X(DROP_ASK, 34)   /* coordinator -> aggregator: hold, a worker is lost */  \
-    X(DROP_AT, 35)    /* aggregator -> coordinator: how far it got */
+    X(DROP_AT, 35)    /* aggregator -> coordinator: how far it got */          \
+    X(PIECE, 36)      /* aggregator -> aggregator via the coordinator: a       \
+                         chunk of a protected shard for a parity holder */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 6
+#define ENG_PROTO_VERSION 7
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,
@@ -87,6 +89,8 @@ static inline void eng_put_i64(eng_wbuf_t *w, int64_t v)
 void eng_put_f64(eng_wbuf_t *w, double v);
 /* A u16 length, then the bytes (no NUL). */
 void eng_put_str(eng_wbuf_t *w, const char *s);
+/* A u32 length, then the bytes. */
+void eng_put_bytes(eng_wbuf_t *w, const void *p, uint32_t n);
 /* Room left, for callers that fill a message until it is full. */
 static inline size_t eng_wbuf_room(const eng_wbuf_t *w)
 {
@@ -119,6 +123,9 @@ double eng_get_f64(eng_rbuf_t *r);
 /* Copies a string into buf (cap bytes, NUL-terminated); one that does not
  * fit, or holds a NUL, makes the reader bad. */
 void eng_get_str(eng_rbuf_t *r, char *buf, size_t cap);
+/* eng_put_bytes' bytes, in place (valid while the message is), and their
+ * length; NULL and 0 when malformed (the reader is bad then). */
+const unsigned char *eng_get_bytes(eng_rbuf_t *r, uint32_t *len_out);
 /* All read, nothing malformed, nothing left over. */
 static inline bool eng_rbuf_ok(const eng_rbuf_t *r)
 {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/imm.h"
+#include "engine/protect.h"
 #include "util/alloc.h"
 #include "util/log.h"
 
@@ -778,9 +779,10 @@ static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
         eng_worker_acked(ctx, peer->owner); /* its LEFT will not come */
         return;
     }
-    eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s", eng_peer_name(peer),
+    eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s%s", eng_peer_name(peer),
                   status == STRATA_OK ? "it closed the connection"
-                                      : strata_strerror(status));
+                                      : strata_strerror(status),
+                  eng_protect_loss_note(ctx->cfg));
 }
 
 void eng_worker_free(strata_ctx_t *ctx)
