@@ -56,7 +56,8 @@ uint32_t eng_agg_live_at(const strata_ctx_t *ctx, int64_t clock)
 }
 
 /* Whether worker w's push of clock wc may be reduced: landed here, and
- * landed everywhere (PUSHED, or a drop's boundary says it counts). A
+ * landed everywhere (PUSHED, or a drop's boundary says it counts) when
+ * workers may be dropped. A
  * counted push of a worker whose connection is gone that never landed is
  * lost: the job fails naming it. */
 static bool eng_push_ready(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
@@ -65,7 +66,7 @@ static bool eng_push_ready(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
     eng_agg_t *a = ctx->agg;
     bool out = a->until[w] != INT64_MAX;
     if (ap->arrived[w] >= wc)
-        return out || a->pushed[w] >= wc;
+        return out || !a->drops || a->pushed[w] >= wc;
     if (out && (!a->links[w] || !a->links[w]->peer.ep))
         eng_fail(ctx, STRATA_ERR_PEER,
                  "worker rank %d is out of the job from its clock %lld on, "

@@ -94,6 +94,7 @@ strata_status_t eng_agg_create(strata_ctx_t *ctx)
     if (!a->links || !a->dropped || !a->srcs || !a->src_w || !a->src_wc ||
         !a->dense || !a->pushed || !a->until || !a->shrink_at)
         goto nomem;
+    a->drops = eng_config_int(ctx->cfg, ENG_CFG_MIN_WORKERS) < ctx->nworkers;
     for (size_t w = 0; w < nw; w++) {
         a->pushed[w] = -1;
         a->until[w] = INT64_MAX;

@@ -109,7 +109,11 @@ struct eng_agg {
      * every aggregator (the coordinator's, for a dropped one). From group
      * clock shrink_at[k] on, one fewer worker is live: the gradient scale
      * (policy.h). While a drop is being agreed (held > 0) nothing is
-     * reduced. */
+     * reduced. A job that cannot go on without a worker
+     * (STRATA_MIN_WORKERS >= workers) never drops one, so it reduces each
+     * partition as soon as it landed (drops false): waiting for PUSHED
+     * would keep a clock's pulls from overlapping its pushes. */
+    bool drops;
     int64_t *pushed, *until;
     int64_t *shrink_at;
     uint32_t nshrink;

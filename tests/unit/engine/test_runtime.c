@@ -237,6 +237,20 @@ static void expect_model(int r, float shift_a, float shift_b)
                      (double)((float)i * -0.5f - shift_b));
 }
 
+/* The job finalizes on every rank without an error. */
+static void job_finalize(void)
+{
+    strata_request_t *fin[MAX_RANKS];
+    for (int r = 0; r < job.size; r++)
+        fin[r] = submit(job.ctx[r], ENG_CMD_FINALIZE);
+    pump();
+    for (int r = 0; r < job.size; r++) {
+        assert_int_equal(wait_done(&fin[r]), STRATA_OK);
+        assert_int_equal(eng_fatal(job.ctx[r]), STRATA_OK);
+    }
+    job_end();
+}
+
 /* ---- the tests ---- */
 
 /* One aggregator, two workers under bsp: the initial model reaches both;
@@ -287,16 +301,48 @@ static void partition_completes(void **state)
         assert_true(m[r].push_post_ns > 0 && m[r].round_trip_ns > 0);
         assert_int_equal(m[r].reduce_wait_ns, 0);
     }
+    job_finalize();
+}
 
-    strata_request_t *fin[MAX_RANKS];
-    for (int r = 0; r < job.size; r++)
-        fin[r] = submit(job.ctx[r], ENG_CMD_FINALIZE);
-    pump();
-    for (int r = 0; r < job.size; r++) {
-        assert_int_equal(wait_done(&fin[r]), STRATA_OK);
-        assert_int_equal(eng_fatal(job.ctx[r]), STRATA_OK);
+/* A job that needs every worker (STRATA_MIN_WORKERS=2 of 2) drops none, so
+ * a partition is reduced and served once every worker's copy landed, while
+ * the rest of the clock is still being pushed: over a network the pulls of
+ * a clock overlap its pushes. A job that may go on without a worker reduces
+ * a worker's push only once it said that the whole clock landed (PUSHED),
+ * so that a worker lost mid-push counts alike on every partition. */
+static void partition_reduced_before_clock_landed(void **state)
+{
+    (void)state;
+    for (int needs_all = 0; needs_all < 2; needs_all++) {
+        job_start(3, 1,
+                  needs_all ? (const char *const[]){"MIN_WORKERS=2", NULL}
+                            : NULL);
+        job_commit();
+        strata_ctx_t *agg = job.ctx[0];
+        const int a = 0, b = 1; /* a alone fills the first partition */
+        strata_request_t *pa[3], *pb[3], *q[3];
+        for (int r = 1; r < 3; r++) {
+            grads(r, 1.0f, 2.0f);
+            assert_int_equal(eng_worker_push(job.ctx[r], &a, 1, &pa[r]),
+                             STRATA_OK);
+        }
+        pump();
+        assert_int_equal(atomic_load(&agg->cnt.reductions), needs_all);
+        for (int r = 1; r < 3; r++) {
+            assert_int_equal(eng_worker_push(job.ctx[r], &b, 1, &pb[r]),
+                             STRATA_OK);
+            q[r] = pull(r, 1);
+        }
+        pump();
+        assert_int_equal(atomic_load(&agg->cnt.reductions), agg->agg->nparts);
+        for (int r = 1; r < 3; r++) {
+            assert_int_equal(wait_done(&q[r]), STRATA_OK);
+            expect_model(r, 0.5f, 1.0f); /* sgd, lr 0.5, the mean gradient */
+            assert_int_equal(wait_done(&pa[r]), STRATA_OK);
+            assert_int_equal(wait_done(&pb[r]), STRATA_OK);
+        }
+        job_finalize();
     }
-    job_end();
 }
 
 /* ssp with STALENESS=1: the fast worker's pushes of clocks 0 to 2 leave,
@@ -853,6 +899,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(partition_completes, test_log_setup,
                                         test_log_teardown),
+        cmocka_unit_test_setup_teardown(partition_reduced_before_clock_landed,
+                                        test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(partition_size_set_or_picked,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(push_beyond_the_bound_is_held,
