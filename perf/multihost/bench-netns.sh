@@ -4,7 +4,7 @@
 #
 #   perf/multihost/bench-netns.sh BUILD [--workers W] [--aggs 1,2]
 #       [--rates 1gbit,10gbit] [--sizes 1M:16M] [--rounds R] [--iters N]
-#       [--out DIR]
+#       [--min-workers N] [--out DIR]
 #
 # Hosts: aggregators a on host a (one per host), the W workers on hosts of
 # their own after them; links (both directions) shaped with tbf, 20 ms
@@ -22,6 +22,10 @@
 #   eff        bound_us / strata_us
 #   vs_mpi     mpi_us / strata_us (above 1: Strata faster)
 #   vs_S1      strata_us with one aggregator / strata_us with S
+# --min-workers: STRATA_MIN_WORKERS of every rank (default: the engine's, 1).
+# A job that may go on without a worker reduces a clock only once every
+# worker's whole clock landed, so its pulls cannot overlap its pushes;
+# --min-workers W (fail on a lost worker, as MPI does) lets them.
 # Needs root (emulated hosts); the figures are only comparable within a run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -29,7 +33,7 @@ nsc=$here/../../tests/multihost/nscluster
 [ $# -ge 1 ] || { sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//;$d' >&2; exit 2; }
 BUILD=$(cd "$1" && pwd)
 shift
-W=2 aggs=1,2 rates=1gbit,10gbit sizes=1M:16M rounds=3 iters="" out=""
+W=2 aggs=1,2 rates=1gbit,10gbit sizes=1M:16M rounds=3 iters="" out="" minw=1
 args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -39,6 +43,7 @@ while [ $# -gt 0 ]; do
     --sizes) sizes=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
+    --min-workers) minw=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "bench-netns: unknown option $1" >&2; exit 2 ;;
     esac
@@ -55,7 +60,7 @@ fi
 mkdir -p "$out"
 export PATH=$BUILD/bin:$PATH
 for v in $(env | grep -o '^STRATA_[A-Z0-9_]*' || true); do unset "$v"; done
-echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds"
+echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds, STRATA_MIN_WORKERS=$minw"
 echo "# load at start: $(uptime)"
 echo "# raw results in $out"
 
@@ -81,7 +86,8 @@ for ((round = 1; round <= rounds; round++)); do
             extra=()
             [ -z "$iters" ] || extra=(--iters "$iters")
             if ! "$here/../../tests/multihost/mhrun" --launch mpirun --spmd -n "$W" -a "$s" \
-                --map "${map%,}" --coord file --timeout 900 -- \
+                --map "${map%,}" --coord file --timeout 900 \
+                -e STRATA_MIN_WORKERS="$minw" -- \
                 "$BUILD/bin/strata-bench-pushpull" --aggregators "$s" \
                 --min-bytes "${sizes%%:*}" --max-bytes "${sizes##*:}" \
                 --json "$out/$tag.json" "${extra[@]}" >"$out/$tag.log" 2>&1; then
