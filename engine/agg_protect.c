@@ -52,6 +52,7 @@ struct eng_agg_protect {
     uint64_t cursor, total; /* chunks of the snapshot sent, and to send */
     uint64_t skipped;
     eng_held_t *held; /* [m] */
+    int64_t reported; /* the last clock said PROTECTED of, 0: none */
     int64_t flip_at;  /* STRATA_PROTECT_FLIP, 0: never */
     bool sealed_once;
 };
@@ -224,6 +225,31 @@ void eng_agg_protect_note(strata_ctx_t *ctx, uint32_t i)
     eng_agg_protect_flush(ctx);
 }
 
+/* Says PROTECTED of `clock` to the coordinator once this aggregator's part
+ * of it is done: its pieces of the clock all sent (an aggregator without
+ * partitions has none) and every parity fragment it holds that is not all
+ * zero sealed at that clock. */
+static void eng_protect_report(strata_ctx_t *ctx, int64_t clock)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    if (clock <= pr->reported ||
+        (a->nparts && (pr->snap_clock != clock || pr->cursor < pr->total)))
+        return;
+    for (uint32_t j = 0; j < pr->geo.m; j++)
+        if (pr->held[j].want && pr->held[j].sealed.clock != clock)
+            return;
+    pr->reported = clock;
+    unsigned char buf[16];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_PROTECTED);
+    eng_put_i64(&w, clock);
+    strata_status_t st = eng_send(&ctx->coord_peer, &w, NULL);
+    if (st != STRATA_OK) /* the coordinator is gone: its disconnect says */
+        util_debug("cannot say PROTECTED of clock %" PRId64 ": %s", clock,
+                   strata_strerror(st));
+}
+
 void eng_agg_protect_flush(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
@@ -260,16 +286,19 @@ void eng_agg_protect_flush(strata_ctx_t *ctx)
             pr->cursor = pr->total;
             return;
         }
-        if (++pr->cursor == pr->total)
+        if (++pr->cursor == pr->total) {
             util_debug("shard %u: the pieces of clock %" PRId64 " all sent",
                        a->shard, pr->snap_clock);
+            eng_protect_report(ctx, pr->snap_clock);
+        }
     }
 }
 
 /* Every share of the fragment is in: it replaces the sealed one, which is
  * checked first (a fragment corrupted while held is named). */
-static void eng_protect_held_seal(eng_agg_t *a, eng_held_t *h)
+static void eng_protect_held_seal(strata_ctx_t *ctx, eng_held_t *h)
 {
+    eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
     const eng_protect_t *p = &pr->geo;
     if (h->sealed.clock >= 0)
@@ -296,6 +325,7 @@ static void eng_protect_held_seal(eng_agg_t *a, eng_held_t *h)
                   "stripe %u (clock %" PRId64 ") flipped",
                   h->sealed.index, h->sealed.stripe, h->sealed.clock);
     }
+    eng_protect_report(ctx, h->sealed.clock);
 }
 
 strata_status_t eng_agg_protect_piece(strata_ctx_t *ctx, eng_rbuf_t *r)
@@ -344,7 +374,7 @@ strata_status_t eng_agg_protect_piece(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_protect_parity_add_at(p, &h->building, i, off, len, bytes);
     h->in += len;
     if (h->in == h->want)
-        eng_protect_held_seal(a, h);
+        eng_protect_held_seal(ctx, h);
     return STRATA_OK;
 }
 

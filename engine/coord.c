@@ -9,6 +9,7 @@
 #include "engine/coord.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -536,6 +537,39 @@ static void eng_coord_relay_piece(strata_ctx_t *ctx, eng_member_t *m,
                    eng_member_name(to));
 }
 
+/* PROTECTED: aggregator m sent its pieces of a protected clock and sealed
+ * the parity it holds of it. Once every aggregator has, the clock is the
+ * one the job's shards can be rebuilt at (agg_protect.c). */
+static void eng_coord_on_protected(strata_ctx_t *ctx, eng_member_t *m,
+                                   eng_rbuf_t *r)
+{
+    eng_coord_t *c = ctx->coord;
+    int64_t clock = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || m->peer.rank >= ctx->naggs || clock < 1) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "malformed PROTECTED from %s",
+                 eng_member_name(m));
+        return;
+    }
+    m->protected_at[m->nprot++ % 4] = clock;
+    if (clock <= c->protected_clock)
+        return;
+    for (int a = 0; a < ctx->naggs; a++) {
+        const eng_member_t *o = c->by_rank[a];
+        bool has = false;
+        for (uint32_t i = 0; o && i < 4 && i < o->nprot; i++)
+            has |= o->protected_at[i] == clock;
+        if (!has)
+            return;
+    }
+    if (c->protected_clock == 0)
+        util_info("every shard protected at clock %" PRId64
+                  " (then at debug level)",
+                  clock);
+    else
+        util_debug("every shard protected at clock %" PRId64, clock);
+    c->protected_clock = clock;
+}
+
 /* ---- liveness (engine/live.h) ---- */
 
 static void eng_coord_beat(strata_ctx_t *ctx)
@@ -611,6 +645,9 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         break;
     case ENG_MSG_PIECE:
         eng_coord_relay_piece(ctx, m, r);
+        break;
+    case ENG_MSG_PROTECTED:
+        eng_coord_on_protected(ctx, m, r);
         break;
     default:
         if (pol->on_msg && pol->on_msg(ctx, m, type, r))

@@ -26,7 +26,10 @@ typedef struct eng_member {
     eng_agg_info_t info;
     eng_layout_rx_t layout;
     bool layout_checked;
-    char *metrics;                /* JSON from BYE */
+    char *metrics;           /* JSON from BYE */
+    int64_t protected_at[4]; /* the last clocks an aggregator said
+                                PROTECTED of, newest at [nprot % 4] */
+    uint32_t nprot;
     char name[ENG_PEER_NAME_MAX]; /* eng_member_name's, after HELLO */
 } eng_member_t;
 
@@ -44,6 +47,9 @@ struct eng_coord {
      * far and the newest clocks in them. */
     int dropping, drop_answers, ndropped;
     int64_t drop_pushed, drop_reached;
+    /* Shard protection: the newest clock every aggregator said PROTECTED
+     * of (0: none yet). */
+    int64_t protected_clock;
 };
 
 /* "rank 5 (pid 123 on host)" once it said HELLO, else its peer's name. */

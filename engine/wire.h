@@ -54,7 +54,9 @@
     X(DROP_ASK, 34)   /* coordinator -> aggregator: hold, a worker is lost */  \
     X(DROP_AT, 35)    /* aggregator -> coordinator: how far it got */          \
     X(PIECE, 36)      /* aggregator -> aggregator via the coordinator: a       \
-                         chunk of a protected shard for a parity holder */
+                         chunk of a protected shard for a parity holder */     \
+    X(PROTECTED, 37)  /* aggregator -> coordinator: its part of a clock's      \
+                         protection done */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without BEAT, or without the job incarnation) is

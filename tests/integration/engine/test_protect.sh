@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # STRATA_PROTECT_EVERY: every K clocks each aggregator's shard (model and
 # optimizer state) is cut into pieces whose Reed-Solomon parity the other
-# aggregators hold in memory, sealed with a CRC32C; training stays exact.
+# aggregators hold in memory, sealed with a CRC32C; training stays exact,
+# and the coordinator learns the clock every shard is protected at.
 # A parity fragment corrupted while held (a bit flipped by
 # STRATA_PROTECT_FLIP) is named by its CRC32C and not used. A lost
 # aggregator still fails the job, naming it: taking its shard over is not
@@ -37,11 +38,16 @@ grep -q "protected every 2 clocks by 1 parity fragments across 3 aggregators" <<
 # stripe 2.
 grep -q "shard 1: holds parity fragment 2 of stripe 2, first sealed at clock 2" <<<"$OUT" ||
   fail "aggregator 1 did not seal its fragment of clock 2: $OUT"
+# The coordinator learns the clock every aggregator's part is done of.
+grep -qE "every shard protected at clock (2|4|6|8) " <<<"$OUT" ||
+  fail "the coordinator did not agree on a protected clock: $OUT"
 
 echo "-- 4 aggregators, 2 parity fragments, with momentum"
 pjob 2 4 STRATA_PROTECT_EVERY=3 STRATA_PROTECT_PARITY=2 STRATA_MOMENTUM=0.5 \
   -- --steps 7 --check momentum --momentum 0.5 --lr 2
 sealed 4
+grep -qE "every shard protected at clock (3|6) " <<<"$OUT" ||
+  fail "the coordinator did not agree on a protected clock with m = 2: $OUT"
 
 echo "-- a bit flipped in held parity: named by its CRC32C, not used"
 pjob 2 3 STRATA_PROTECT_EVERY=2 STRATA_PROTECT_FLIP=2 -- --steps 6
@@ -56,7 +62,7 @@ echo "-- an aggregator killed: the job fails naming it"
 ENV_OF_RANK=()
 start_ranks 2 3 env STRATA_LR=2 STRATA_PROTECT_EVERY=2 STRATA_TIMEOUT_MS=5000 \
   "$EXACT" --steps 20000 --sleep
-wait_log 0 "holds parity fragment" 60
+wait_log 0 "every shard protected at clock" 60
 kill -KILL "${PIDS[2]}"
 within 60 wait_ranks
 expect_rank 2 137 ""
