@@ -24,6 +24,7 @@ What step() does depends on STRATA_POLICY and STRATA_OPTIMIZER (docs/python.md):
   step and, when the round ends, averages the models.
 """
 
+import contextlib
 import ctypes
 import os
 import time
@@ -346,6 +347,19 @@ class _DistributedOptimizer:
         self._steps += 1
         self._step_started = time.perf_counter()
         return None
+
+    @contextlib.contextmanager
+    def untimed(self):
+        """Time spent inside is not part of this worker's step time (what
+        esync's State Server and gssp's grouping are told): evaluation
+        between steps, or waiting for another worker's. Without it the next
+        step() reports the step plus all of that, and under esync the
+        worker counts as the slowest for a round."""
+        began = time.perf_counter()
+        try:
+            yield self
+        finally:
+            self._step_started += time.perf_counter() - began
 
     def _check_lr(self):
         """With the aggregators' SGD, an LR scheduler's change reaches them
