@@ -1,8 +1,8 @@
 """Scripts every rank runs, the aggregator serving in strata.init():
 examples/torch/fashion_mnist.py under torchrun (with the Python 3.11
 workaround: --redirects 1 --tee 1 --log_dir) and fedavg, briefly (rounds of
-two steps, so that worker 0 evaluates after the first whatever the load);
-and
+two steps, so that worker 0 evaluates after the first whatever the load;
+each worker records its local steps per round); and
 jobs/launch.py under mpirun, where every worker must end with the same
 parameters. (strata-run runs the jobs of test_training.py, with --spmd, and
 test_failures.py, without.)"""
@@ -64,7 +64,12 @@ def test_torchrun_runs_the_example(build, tmp_path):
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     evals = [e for e in lines if "acc" in e]
     assert evals and all(e["policy"] == "fedavg" for e in evals), lines
-    assert lines[-1].get("end") and lines[-1]["steps"] > 0, lines
+    # every worker's record: its local steps, counted round by round
+    ends = {e["worker"]: e for e in lines if e.get("end")}
+    assert set(ends) == {0, 1} and ends[0]["steps"] > 0, lines
+    assert ends[0]["rounds"] >= 1, lines
+    for e in ends.values():
+        assert e["rounds"] == 0 or e["round_steps"] == [2.0, 2, 2], lines
     assert "fedavg" in proc.stdout  # the progress lines
 
 
