@@ -52,5 +52,5 @@ def test_the_environment_wins(build):
               "assert not st._retain_freed_memory()\n")
     env = job_env(build, {"MALLOC_TRIM_THRESHOLD_": "1048576"})
     out = subprocess.run([PYTHON, "-c", script], env=env,
-                         capture_output=True, text=True, timeout=60)
+                         capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
