@@ -350,6 +350,14 @@ def launcher_path(args):
     return guess if os.path.exists(guess) else shutil.which("strata-run")
 
 
+def core_share(speeds, cores):
+    """How many workers compute on each core at once: a worker of factor f
+    computes for 1/f of the fastest's time (it sleeps the rest), so 117x
+    workers (the ESync paper's CPUs against its GPUs) hardly count."""
+    busy = sum(min(speeds) / f for f in speeds)
+    return max(1.0, busy / cores)
+
+
 def calibrate(args):
     """The x1 step time: a step of the model measured here, times the
     workers sharing each core, with a margin, so that padding, not the
@@ -367,7 +375,8 @@ def calibrate(args):
         if i >= 2:
             times.append(time.perf_counter() - t)
     step = min(times)
-    share = max(1.0, args.workers / (os.cpu_count() or 1))
+    share = core_share(parse_speeds(args.speeds, args.workers),
+                       os.cpu_count() or 1)
     base = 1.3 * step * share
     print(f"calibration: a {args.model} step takes {step * 1e3:.0f} ms here; "
           f"{args.workers} workers on {os.cpu_count()} cores: x1 step "

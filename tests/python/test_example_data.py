@@ -1,9 +1,10 @@
-"""examples/torch/fashion_mnist.py's data: the driver decompresses the data
-set once into the job's directory and the ranks map it (each rank
-decompressing and normalizing all 60,000 images took minutes on a loaded
-2-core machine); a rank converts only its shard. On a small stand-in data
-set in IDX format, both ways give the same tensors as normalizing it whole
-and indexing the shard."""
+"""examples/torch/fashion_mnist.py's data and pacing. The driver
+decompresses the data set once into the job's directory and the ranks map
+it (each rank decompressing and normalizing all 60,000 images took minutes
+on a loaded 2-core machine); a rank converts only its shard. On a small
+stand-in data set in IDX format, both ways give the same tensors as
+normalizing it whole and indexing the shard. The x1 step time allows for
+the workers that compute at once, not those that mostly sleep."""
 
 import argparse
 import gzip
@@ -74,3 +75,11 @@ def test_prepared_and_archived_data_give_the_same_shards(tmp_path,
             for g, e in zip(got, want):
                 assert g.dtype == e.dtype and torch.equal(g, e)
     assert sum(len(s[1]) for s in from_job) == 30
+
+
+def test_the_x1_step_allows_for_the_workers_that_compute():
+    # four x1 workers on two cores share them two to a core; two more at
+    # 117x (asleep 116/117 of the time) add next to nothing
+    assert fm.core_share([1, 1, 1, 1], 2) == 2.0
+    assert fm.core_share([1, 1, 1, 1, 117, 117], 2) < 2.01
+    assert fm.core_share([1, 8], 2) == 1.0
