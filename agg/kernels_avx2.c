@@ -7,6 +7,9 @@ typedef __m256d agg_vd;
 #define AGG_WF 8
 #define AGG_WD 4
 #define AGG_UNROLL 8
+/* 128 bytes of a 16-bit source a step: 16 accumulators would not fit the
+ * 16 registers. */
+#define AGG_UNROLL16 8
 
 static inline agg_vf agg_vf_set1(float x)
 {

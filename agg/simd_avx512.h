@@ -11,6 +11,7 @@ typedef __m512d agg_vd;
 #define AGG_WF 16
 #define AGG_WD 8
 #define AGG_UNROLL 4
+#define AGG_UNROLL16 8
 
 static inline agg_vf agg_vf_set1(float x)
 {
