@@ -55,6 +55,10 @@ struct tp_ops {
     void (*mr_dereg)(tp_mr_t *mr);
     strata_status_t (*mr_export)(tp_mr_t *mr, tp_ep_t *ep,
                                  tp_rdesc_t *desc_out);
+    /* NULL without TP_CAP_PEER_MAP; the range is checked against desc. */
+    strata_status_t (*peer_map)(tp_ep_t *ep, const tp_rdesc_t *desc,
+                                uint64_t off, size_t len,
+                                const void **addr_out);
 
     strata_status_t (*listen)(tp_ctx_t *ctx, const char *bind,
                               tp_listener_t **listener_out);

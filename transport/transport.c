@@ -242,6 +242,30 @@ static bool tp_range_ok(uint64_t off, uint64_t len, uint64_t size)
     return off <= size && len <= size - off;
 }
 
+strata_status_t tp_peer_map(tp_ep_t *ep, const tp_rdesc_t *desc, uint64_t off,
+                            size_t len, const void **addr_out)
+{
+    if (!ep || !desc || !addr_out) {
+        util_error("tp_peer_map: ep, desc and addr_out must not be NULL");
+        return STRATA_ERR_INVALID;
+    }
+    if (!ep->ctx->ops->peer_map) {
+        util_error("tp_peer_map from %s: the %s provider cannot map a "
+                   "peer's memory here",
+                   ep->peer, ep->ctx->ops->name);
+        return STRATA_ERR_UNSUPPORTED;
+    }
+    if (!tp_range_ok(off, len, desc->len)) {
+        util_error("tp_peer_map from %s: [%llu, +%zu) is outside the peer's "
+                   "region %#llx of %llu bytes",
+                   ep->peer, (unsigned long long)off, len,
+                   (unsigned long long)desc->key,
+                   (unsigned long long)desc->len);
+        return STRATA_ERR_RANGE;
+    }
+    return ep->ctx->ops->peer_map(ep, desc, off, len, addr_out);
+}
+
 strata_status_t tp_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
                          const tp_rdesc_t *dst, uint64_t dst_off, size_t len,
                          uint32_t imm, unsigned flags, void *op_ctx)

@@ -74,6 +74,10 @@ enum {
     TP_CAP_REMOTE_ANY_MEMORY = 1u << 0,
     /* Writes move data without a CPU copy on either side (verbs). */
     TP_CAP_ZERO_COPY = 1u << 1,
+    /* tp_peer_map() gives the address of a peer's exported region in this
+     * process (shm): a receiver can read what the peer holds in place,
+     * where a write would copy it. */
+    TP_CAP_PEER_MAP = 1u << 2,
 };
 
 /* tp_write() flags. */
@@ -186,6 +190,19 @@ size_t tp_mr_len(const tp_mr_t *mr);
 
 /* Let the peer of ep target mr, and describe it for that peer. */
 strata_status_t tp_mr_export(tp_mr_t *mr, tp_ep_t *ep, tp_rdesc_t *desc_out);
+
+/* With TP_CAP_PEER_MAP: *addr_out is where bytes [off, off + len) of the
+ * region the peer of ep exported to it (desc, as the peer described it)
+ * are mapped here, for reading what the peer put there without a copy. The
+ * address stays valid until the peer exports the region again or revokes
+ * it, or ep is closed; a peer that dies leaves its last contents readable
+ * until then. Nothing orders these reads with the peer's stores: the caller
+ * reads only what the peer announced on ep (a message or immediate it sent
+ * after the stores), and tells it when it may store there again. A region
+ * not exported to ep, or a range outside it, is STRATA_ERR_RANGE; a
+ * provider without the capability, STRATA_ERR_UNSUPPORTED. */
+strata_status_t tp_peer_map(tp_ep_t *ep, const tp_rdesc_t *desc, uint64_t off,
+                            size_t len, const void **addr_out);
 
 /* ---- connections ---- */
 

@@ -31,12 +31,15 @@ strata_status_t tp_shm_ep_init(tp_sock_ep_t *sock)
     return STRATA_OK;
 }
 
+/* The peer's regions are unmapped only here: tp_peer_map()'s addresses
+ * stay valid after a failure, until the endpoint is closed. */
 void tp_shm_ep_fini(tp_sock_ep_t *sock)
 {
-    util_keymap_fini(&tp_shm_ep_of(sock)->imports);
+    tp_shm_unimport_all(tp_shm_ep_of(sock));
 }
 
-/* Everything the endpoint holds goes, except its queued events. */
+/* Everything the endpoint holds goes, except its queued events and the
+ * peer's regions (tp_shm_ep_fini). */
 void tp_shm_ep_down(tp_sock_ep_t *sock, strata_status_t op_status)
 {
     (void)op_status; /* every post completed when it was made */
@@ -49,7 +52,6 @@ void tp_shm_ep_down(tp_sock_ep_t *sock, strata_status_t op_status)
     if (ep->tx_map)
         munmap(ep->tx_map, tp_shm_ring_bytes(TP_SHM_RING_CAP));
     ep->rx_map = ep->tx_map = NULL;
-    tp_shm_unimport_all(ep);
     tp_shm_ctl_drop(ep);
 }
 

@@ -130,6 +130,29 @@ static tp_shm_import_t *tp_shm_target(tp_shm_ep_t *ep, uint64_t key)
     return imp;
 }
 
+/* Where [off, off + len) of the peer's region key is mapped here; NULL
+ * (logged, with what was tried) when it was not exported to this endpoint
+ * or the range is outside it. */
+static uint8_t *tp_shm_peer_range(tp_shm_ep_t *ep, const char *what,
+                                  uint64_t key, uint64_t off, size_t len)
+{
+    tp_shm_import_t *imp = tp_shm_target(ep, key);
+    if (!imp) {
+        util_error("shm: %s %s: region %#llx was not exported to this "
+                   "endpoint",
+                   what, ep->sock.base.peer, (unsigned long long)key);
+        return NULL;
+    }
+    if (off > imp->len || len > imp->len - off) {
+        util_error("shm: %s %s: [%llu, +%zu) is outside region %#llx of "
+                   "%llu bytes",
+                   what, ep->sock.base.peer, (unsigned long long)off, len,
+                   (unsigned long long)key, (unsigned long long)imp->len);
+        return NULL;
+    }
+    return imp->base + off;
+}
+
 strata_status_t tp_shm_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
                              const tp_rdesc_t *dst, uint64_t dst_off,
                              size_t len, uint32_t imm, unsigned flags,
@@ -139,26 +162,28 @@ strata_status_t tp_shm_write(tp_ep_t *base, tp_mr_t *mr, size_t off,
     strata_status_t st = tp_shm_postable(ep, "tp_write");
     if (st != STRATA_OK)
         return st;
-    tp_shm_import_t *imp = tp_shm_target(ep, dst->key);
-    if (!imp) {
-        util_error("shm: tp_write to %s: region %#llx was not exported to "
-                   "this endpoint",
-                   base->peer, (unsigned long long)dst->key);
+    uint8_t *to = tp_shm_peer_range(ep, "tp_write to", dst->key, dst_off, len);
+    if (!to)
         return STRATA_ERR_RANGE;
-    }
-    if (dst_off > imp->len || len > imp->len - dst_off) {
-        util_error("shm: tp_write to %s: [%llu, +%zu) is outside region "
-                   "%#llx of %llu bytes",
-                   base->peer, (unsigned long long)dst_off, len,
-                   (unsigned long long)dst->key, (unsigned long long)imp->len);
-        return STRATA_ERR_RANGE;
-    }
     if ((flags & TP_WRITE_IMM) && (st = tp_shm_room(ep, 0)) != STRATA_OK)
         return st;
-    memcpy(imp->base + dst_off, (const uint8_t *)mr->addr + off, len);
+    memcpy(to, (const uint8_t *)mr->addr + off, len);
     if (flags & TP_WRITE_IMM)
         tp_shm_push(ep, TP_SHM_REC_WRITE_IMM, (uint32_t)len, imm, NULL);
     tp_shm_complete(ep, TP_EV_WRITE_DONE, op_ctx);
+    return STRATA_OK;
+}
+
+/* The peer's mappings stay until the endpoint is freed (tp_shm_ep_fini),
+ * also after the peer died: what it announced stays readable. */
+strata_status_t tp_shm_peer_map(tp_ep_t *base, const tp_rdesc_t *desc,
+                                uint64_t off, size_t len, const void **addr_out)
+{
+    const uint8_t *at = tp_shm_peer_range(tp_shm_ep(base), "tp_peer_map from",
+                                          desc->key, off, len);
+    if (!at)
+        return STRATA_ERR_RANGE;
+    *addr_out = at;
     return STRATA_OK;
 }
 

@@ -202,9 +202,9 @@ static strata_status_t tp_shm_open(const tp_params_t *params,
                                    tp_ctx_t **ctx_out)
 {
     tp_sock_ctx_t *sock;
-    /* caps 0: peers write only into tp_mem_alloc() memory */
-    strata_status_t st =
-        tp_sock_open(&tp_shm_ops, &tp_shm_sock_ops, 0, params, &sock);
+    /* Peers write only into tp_mem_alloc() memory, and map it. */
+    strata_status_t st = tp_sock_open(&tp_shm_ops, &tp_shm_sock_ops,
+                                      TP_CAP_PEER_MAP, params, &sock);
     if (st == STRATA_OK)
         *ctx_out = &sock->base;
     return st;
@@ -219,6 +219,7 @@ const tp_ops_t tp_shm_ops = {
     .mem_alloc = tp_shm_mem_alloc,
     .mr_dereg = tp_sock_mr_dereg,
     .mr_export = tp_shm_mr_export,
+    .peer_map = tp_shm_peer_map,
     .listen = tp_shm_listen,
     .listener_close = tp_shm_listener_close,
     .connect = tp_shm_connect,

@@ -5,7 +5,8 @@
  *   conn.c  listen, connect, rings and doorbells, and an endpoint's own
  *           part of its lifecycle
  *   ctl.c   control packets on the unix socket, with descriptors attached
- *   data.c  writes (a copy into the peer's mapping) and the rings
+ *   data.c  writes (a copy into the peer's mapping), reads in place
+ *           (tp_peer_map) and the rings
  *   ring.c  the lock-free record ring in shared memory
  *
  * Peers meet on a unix SOCK_SEQPACKET socket. It carries the authentication,
@@ -145,6 +146,9 @@ strata_status_t tp_shm_write(tp_ep_t *ep, tp_mr_t *mr, size_t off,
                              void *op_ctx);
 strata_status_t tp_shm_send(tp_ep_t *ep, const void *buf, size_t len,
                             void *op_ctx);
+strata_status_t tp_shm_peer_map(tp_ep_t *ep, const tp_rdesc_t *desc,
+                                uint64_t off, size_t len,
+                                const void **addr_out);
 void tp_shm_drain(tp_shm_ep_t *ep);
 void tp_shm_import(tp_shm_ep_t *ep, uint64_t key, uint64_t len, int fd);
 void tp_shm_unimport(tp_shm_ep_t *ep, uint64_t key);
