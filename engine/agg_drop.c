@@ -76,10 +76,12 @@ static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
     uint32_t w = eng_get_u32(r);
     int64_t until = eng_get_i64(r), from = eng_get_i64(r);
     if (!eng_rbuf_ok(r) || w >= (uint32_t)ctx->nworkers || until < 0 ||
-        a->held == 0 || a->nshrink == (uint32_t)ctx->nworkers)
+        a->held == 0)
         return STRATA_ERR_PROTO;
     a->held--;
-    a->shrink_at[a->nshrink++] = from;
+    strata_status_t st = eng_agg_live_note(a, from, false);
+    if (st != STRATA_OK)
+        return st;
     /* Nothing more is served to it. What it wrote before its boundary may
      * still be on the way: its connection stays until it closes (a silent
      * one, until this aggregator finalizes); what it writes from its
@@ -97,10 +99,7 @@ static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
     atomic_fetch_add_explicit(&a->dropped_workers, 1, memory_order_relaxed);
     if (!a->dropped[w])
         eng_agg_worker_out(ctx, (int)w, until);
-    for (uint32_t i = 0; i < a->nparts; i++) {
-        eng_try_reduce(ctx, i);
-        eng_serve(ctx, i);
-    }
+    eng_agg_progress(ctx);
     return STRATA_OK;
 }
 

@@ -27,7 +27,10 @@
 static eng_src_t eng_src_of(const eng_agg_t *a, const eng_apart_t *ap,
                             uint32_t w, int64_t wc)
 {
-    return (eng_src_t){.p = eng_slot(a, a->links[w], ap, wc),
+    /* before a rejoin's gap, in the old process's slots */
+    const eng_wlink_t *l =
+        a->prev[w] && wc < a->gap_lo[w] ? a->prev[w] : a->links[w];
+    return (eng_src_t){.p = eng_slot(a, l, ap, wc),
                        .nsparse = ap->nsparse[2 * w + (uint32_t)(wc & 1)]};
 }
 
@@ -52,6 +55,8 @@ uint32_t eng_agg_live_at(const strata_ctx_t *ctx, int64_t clock)
     uint32_t live = (uint32_t)ctx->nworkers;
     for (uint32_t k = 0; k < a->nshrink; k++)
         live -= a->shrink_at[k] <= clock;
+    for (uint32_t k = 0; k < a->ngrow; k++)
+        live += a->grow_at[k] <= clock;
     return live;
 }
 
@@ -64,7 +69,7 @@ static bool eng_push_ready(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
                            int64_t wc)
 {
     eng_agg_t *a = ctx->agg;
-    bool out = a->until[w] != INT64_MAX;
+    bool out = a->until[w] != INT64_MAX && wc < a->until[w];
     if (ap->arrived[w] >= wc)
         return out || !a->drops || a->pushed[w] >= wc;
     if (out && (!a->links[w] || !a->links[w]->peer.ep))
@@ -102,7 +107,7 @@ static bool eng_group_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
         uint32_t w = mem[k], seg;
         int64_t wc;
         if (!eng_members_at(a->members, w, g, c, &seg, &wc) ||
-            wc >= a->until[w])
+            !eng_agg_counts(a, w, wc))
             continue;
         u->size++;
         uint32_t steps = by_steps ? eng_steps_of(a, w, wc) : 0;
@@ -128,7 +133,7 @@ static bool eng_worker_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t w,
     const eng_segment_t *s = eng_members_segment(a->members, w, i);
     int64_t tc = eng_tracker_worker_clock(ap->tracker, w);
     int64_t wc = tc - s->offset;
-    if (wc >= a->until[w] || !eng_push_ready(ctx, ap, w, wc) ||
+    if (!eng_agg_counts(a, w, wc) || !eng_push_ready(ctx, ap, w, wc) ||
         (i + 1 < eng_members_nsegments(a->members, w) &&
          wc >= eng_members_segment(a->members, w, i + 1)->start))
         return false;
@@ -142,7 +147,7 @@ static bool eng_worker_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t w,
         for (uint32_t k = 0; k < nmem; k++)
             u->size += eng_members_at(a->members, mem[k], s->group, tc, &seg,
                                       &other) &&
-                       other < a->until[mem[k]];
+                       eng_agg_counts(a, mem[k], other);
     }
     return true;
 }
@@ -228,13 +233,18 @@ static strata_status_t eng_agg_retire(strata_ctx_t *ctx, eng_apart_t *ap)
     eng_agg_t *a = ctx->agg;
     for (uint32_t w = 0; ap->unretired > 0 && w < (uint32_t)ctx->nworkers;
          w++) {
-        if (!a->dropped[w] || ap->retired[w] ||
-            ap->applied[w] < a->until[w] - 1)
+        /* a worker back (rejoin) retires its old process's pushes */
+        int64_t end = ap->rejoin[w] ? a->gap_lo[w] : a->until[w];
+        if (!(a->dropped[w] || ap->rejoin[w]) || ap->retired[w] ||
+            ap->applied[w] < end - 1)
             continue;
         strata_status_t st = eng_tracker_drop_worker(ap->tracker, w);
+        if (st == STRATA_OK && ap->rejoin[w])
+            st = eng_agg_rejoin_part(ctx, ap, w);
+        else
+            ap->retired[w] = true;
         if (st != STRATA_OK)
             return st;
-        ap->retired[w] = true;
         ap->unretired--;
     }
     return ap->moves ? eng_agg_moves(ctx, ap) : STRATA_OK;

@@ -90,9 +90,13 @@ strata_status_t eng_agg_create(strata_ctx_t *ctx)
     a->dense = util_calloc(nw, sizeof(*a->dense));
     a->pushed = util_malloc(nw * sizeof(*a->pushed));
     a->until = util_malloc(nw * sizeof(*a->until));
-    a->shrink_at = util_malloc(nw * sizeof(*a->shrink_at));
+    a->gap_lo = util_calloc(nw, sizeof(*a->gap_lo));
+    a->gap_hi = util_calloc(nw, sizeof(*a->gap_hi));
+    a->prev = util_calloc(nw, sizeof(*a->prev));
+    a->early = util_calloc(nw, sizeof(*a->early));
     if (!a->links || !a->dropped || !a->srcs || !a->src_w || !a->src_wc ||
-        !a->dense || !a->pushed || !a->until || !a->shrink_at)
+        !a->dense || !a->pushed || !a->until || !a->gap_lo || !a->gap_hi ||
+        !a->prev || !a->early)
         goto nomem;
     a->drops = eng_config_int(ctx->cfg, ENG_CFG_MIN_WORKERS) < ctx->nworkers;
     for (size_t w = 0; w < nw; w++) {
@@ -147,6 +151,9 @@ static void eng_agg_forget(strata_ctx_t *ctx, eng_wlink_t *l, const char *why)
     if (why)
         util_warn("closed %s: %s; the job goes on", eng_peer_name(&l->peer),
                   why);
+    for (int w = 0; w < ctx->nworkers; w++)
+        if (ctx->agg->early[w] == l) /* a new process, gone before REJOIN */
+            ctx->agg->early[w] = NULL;
     eng_wlink_t **pp = &ctx->agg->accepted;
     while (*pp != l)
         pp = &(*pp)->next;
@@ -168,6 +175,9 @@ static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
                       eng_peer_name(&l->peer));
         return;
     }
+    if (eng_rbuf_ok(r) && widx >= 0 && widx < ctx->nworkers && a->links[widx] &&
+        eng_agg_rejoin_early(ctx, l, widx))
+        return;
     if (!eng_rbuf_ok(r) || widx < 0 || widx >= ctx->nworkers ||
         a->links[widx]) {
         snprintf(why, sizeof(why),
@@ -177,8 +187,14 @@ static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
         eng_agg_forget(ctx, l, why);
         return;
     }
+    eng_agg_join(ctx, l, widx);
+}
+
+void eng_agg_join(strata_ctx_t *ctx, eng_wlink_t *l, int widx)
+{
+    eng_agg_t *a = ctx->agg;
     l->widx = widx;
-    l->peer.rank = rank;
+    l->peer.rank = ctx->naggs + widx;
     a->links[widx] = l;
     if (++a->njoined == ctx->nworkers)
         util_gate_raise(&ctx->joined, 1);
@@ -205,8 +221,9 @@ static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
     ap->done = util_calloc(pol->ngroups, sizeof(*ap->done));
     ap->applied = util_malloc(sizeof(int64_t) * nw);
     ap->retired = util_calloc(nw, sizeof(bool));
+    ap->rejoin = util_calloc(nw, sizeof(bool));
     if (!ap->arrived || !ap->want || !ap->served || !ap->nsparse ||
-        !ap->seg_at || !ap->done || !ap->applied || !ap->retired)
+        !ap->seg_at || !ap->done || !ap->applied || !ap->retired || !ap->rejoin)
         return STRATA_ERR_NOMEM;
     for (size_t k = 0; k < 2 * nw; k++)
         ap->nsparse[k] = ENG_SRC_DENSE;
@@ -368,6 +385,9 @@ static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
         st = eng_agg_drop_msg(ctx, type, r);
     else if (type == ENG_MSG_PIECE && a->layout)
         st = eng_agg_protect_piece(ctx, r);
+    else if ((type == ENG_MSG_REJOIN_ASK || type == ENG_MSG_REJOIN) &&
+             a->layout)
+        st = eng_agg_rejoin_msg(ctx, type, r);
     else if (eng_agg_policy(ctx)->on_coord_msg)
         st = eng_agg_policy(ctx)->on_coord_msg(ctx, type, r);
     if (st != STRATA_OK)
@@ -591,6 +611,14 @@ void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
     }
 }
 
+void eng_agg_progress(strata_ctx_t *ctx)
+{
+    for (uint32_t i = 0; i < ctx->agg->nparts; i++) {
+        eng_try_reduce(ctx, i);
+        eng_serve(ctx, i);
+    }
+}
+
 /* The worker is out of the job (it left, or it was dropped): once its
  * pushes before `until` are applied, it no longer holds a group or a
  * minimum back. Once every worker is out, serving ends. */
@@ -610,10 +638,7 @@ void eng_agg_worker_out(strata_ctx_t *ctx, int w, int64_t until)
     }
     if (++a->ngone == ctx->nworkers)
         util_gate_raise(&ctx->served, 1);
-    for (uint32_t i = 0; i < a->nparts; i++) {
-        eng_try_reduce(ctx, i);
-        eng_serve(ctx, i);
-    }
+    eng_agg_progress(ctx);
 }
 
 static bool eng_on_lr(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
@@ -837,6 +862,7 @@ void eng_agg_free(strata_ctx_t *ctx)
         util_free(ap->seg_at);
         util_free(ap->applied);
         util_free(ap->retired);
+        util_free(ap->rejoin);
         util_free((void *)ap->done);
         util_free(ap->momentum);
         util_free(ap->master);
@@ -860,6 +886,11 @@ void eng_agg_free(strata_ctx_t *ctx)
     util_free(a->pushed);
     util_free(a->until);
     util_free(a->shrink_at);
+    util_free(a->grow_at);
+    util_free(a->gap_lo);
+    util_free(a->gap_hi);
+    util_free(a->prev);
+    util_free(a->early);
     util_free(a->dense);
     eng_layout_rx_free(&a->lrx);
     eng_layout_free(a->layout);

@@ -11,6 +11,8 @@
  *                 while the others go on, under every policy
  *   agg_ckpt.c    checkpoints of the shard to disk
  *   agg_protect.c the shard's protection by parity other aggregators hold
+ *   agg_rejoin.c  a dropped worker's new process back in (REJOIN_ASK,
+ *                 REJOIN)
  */
 #ifndef STRATA_ENGINE_AGGREGATOR_H
 #define STRATA_ENGINE_AGGREGATOR_H
@@ -39,6 +41,7 @@ typedef struct eng_apart {
     int64_t *applied;      /* [nworkers]: newest own clock applied, -1 */
     bool *retired;         /* [nworkers]: a dropped worker off the tracker,
                               its every counted push applied */
+    bool *rejoin;          /* [nworkers]: ... back once retired here */
     uint32_t unretired;    /* dropped workers not retired yet */
     _Atomic int64_t *done; /* [ngroups]: clocks completed, for metrics
                               (the tracker forgets groups that left) */
@@ -116,8 +119,18 @@ struct eng_agg {
     bool drops;
     int64_t *pushed, *until;
     int64_t *shrink_at;
-    uint32_t nshrink;
+    uint32_t nshrink, shrink_cap;
     uint32_t held;
+    /* Rejoining (agg_rejoin.c). A dropped worker whose new process is back
+     * from clock J counts again from J: its clocks in [gap_lo[w], gap_hi[w])
+     * (its old boundary to J) never count. From group clock grow_at[k] on,
+     * one more worker is live. prev[w] is its old process's connection,
+     * whose slots hold its pushes before the gap; early[w] a new process's
+     * JOIN that came before the coordinator's REJOIN. */
+    int64_t *gap_lo, *gap_hi;
+    int64_t *grow_at;
+    uint32_t ngrow, grow_cap;
+    struct eng_wlink **prev, **early;
     eng_src_t *srcs;     /* [nworkers]: a reduction's sources */
     uint32_t *src_w;     /* [nworkers]: ... their workers */
     int64_t *src_wc;     /* [nworkers]: ... and those workers' clocks */
@@ -223,16 +236,42 @@ bool eng_agg_on_pushed(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r);
  * whether the job goes on (DROP) or fails. */
 void eng_agg_lost(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
 
+/* ---- agg_rejoin.c ---- */
+
+/* REJOIN_ASK, REJOIN. STRATA_ERR_PROTO: neither. */
+strata_status_t eng_agg_rejoin_msg(strata_ctx_t *ctx, unsigned type,
+                                   eng_rbuf_t *r);
+/* A JOIN for worker w, which is out of the job: kept for its REJOIN if the
+ * coordinator dropped it (true), else false (refused). */
+bool eng_agg_rejoin_early(strata_ctx_t *ctx, eng_wlink_t *l, int w);
+/* Partition ap retired worker w, which is back: it rejoins the tracker. */
+strata_status_t eng_agg_rejoin_part(strata_ctx_t *ctx, eng_apart_t *ap,
+                                    uint32_t w);
+/* One more group clock from which the live count changes (grow: one more,
+ * else one fewer). */
+strata_status_t eng_agg_live_note(eng_agg_t *a, int64_t clock, bool grow);
+
+/* Whether worker w's push of its clock wc counts: before its boundary, and
+ * not between its boundary and a rejoin. */
+static inline bool eng_agg_counts(const eng_agg_t *a, uint32_t w, int64_t wc)
+{
+    return wc < a->until[w] && !(wc >= a->gap_lo[w] && wc < a->gap_hi[w]);
+}
+
 /* ---- aggregator.c ---- */
 
 /* Serve partition i to every worker whose pull it now allows. */
 void eng_serve(strata_ctx_t *ctx, uint32_t i);
+/* Reduce and serve what every partition now allows (the workers changed). */
+void eng_agg_progress(strata_ctx_t *ctx);
 /* A worker that left gets no more writes: what was queued for it no longer
  * holds its partitions. */
 void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l);
 /* Worker w is out of the job (it left, or it was dropped): its pushes
  * before clock `until` still count, none after. */
 void eng_agg_worker_out(strata_ctx_t *ctx, int w, int64_t until);
+/* The first JOIN of a worker (or of its new process): it gets its slots. */
+void eng_agg_join(strata_ctx_t *ctx, eng_wlink_t *l, int widx);
 /* Where worker l's push of `clock` for the partition lands. */
 void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
                int64_t clock);

@@ -118,6 +118,10 @@ static strata_status_t eng_listen_coord(strata_ctx_t *ctx)
         return st;
     snprintf(ctx->coord_addr, sizeof(ctx->coord_addr), "%s",
              tp_listener_addr(ctx->coord_listener));
+    /* where the coordinator listens again for a worker back in the job */
+    snprintf(ctx->coord_bind, sizeof(ctx->coord_bind), "%.*s%s",
+             (int)(strrchr(bind, ':') - bind), bind,
+             strrchr(ctx->coord_addr, ':'));
     util_info("coordinator listening on %s", ctx->coord_addr);
     if (ctx->launch.coord_file[0])
         return eng_publish_coord(ctx->launch.coord_file, ctx->coord_addr);
@@ -407,7 +411,9 @@ static void eng_on_agg_info(strata_ctx_t *ctx, eng_rbuf_t *r)
 static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     int local_rank = (int)eng_get_u32(r);
-    if (!eng_rbuf_ok(r) || ctx->roster->nreceived != ctx->naggs) {
+    int64_t start = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || ctx->roster->nreceived != ctx->naggs || start < 0 ||
+        (start > 0 && ctx->rank < ctx->naggs)) {
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "malformed WELCOME from the coordinator (%d of %d "
                  "aggregators described)",
@@ -417,6 +423,13 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
     if (ctx->launch.local_rank < 0)
         atomic_store(&ctx->local_rank, local_rank);
     util_debug("welcomed: local rank %d", local_rank);
+    if (start > 0) { /* in the place of a worker the job dropped */
+        ctx->start_clock = start;
+        atomic_store(&ctx->clock, start);
+        util_info("rejoining the running job: this worker trains from clock "
+                  "%lld",
+                  (long long)start);
+    }
     if (ctx->rank != 0) /* rank 0's coordinator is itself */
         eng_live_watch(ctx, 0);
     eng_live_start(ctx);

@@ -56,7 +56,7 @@ strata_status_t eng_coord_create(strata_ctx_t *ctx)
         util_free(c);
         return STRATA_ERR_NOMEM;
     }
-    c->dropping = -1;
+    c->dropping = c->joining = -1;
     ctx->coord = c;
     ctx->coord_ops = &eng_coord_role;
     const eng_coord_policy_t *pol = eng_coord_policy(ctx);
@@ -206,8 +206,8 @@ bool eng_coord_done(const strata_ctx_t *ctx)
 
 /* ---- admission ---- */
 
-static bool eng_check_settings(strata_ctx_t *ctx, eng_member_t *m,
-                               eng_rbuf_t *r)
+bool eng_coord_settings_match(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r,
+                              char *why, size_t cap)
 {
     unsigned n = eng_get_u16(r);
     for (unsigned i = 0; i < n && !r->bad; i++) {
@@ -221,7 +221,7 @@ static bool eng_check_settings(strata_ctx_t *ctx, eng_member_t *m,
         if (iv == eng_config_int(ctx->cfg, key) &&
             dv == eng_config_double(ctx->cfg, key))
             continue;
-        eng_fail(ctx, STRATA_ERR_CONFIG,
+        snprintf(why, cap,
                  "settings differ between ranks: %s has %s=%s but rank 0 "
                  "has %s",
                  eng_member_name(m), eng_config_name((eng_cfg_key_t)key), raw,
@@ -229,6 +229,16 @@ static bool eng_check_settings(strata_ctx_t *ctx, eng_member_t *m,
         return false;
     }
     return true;
+}
+
+static bool eng_check_settings(strata_ctx_t *ctx, eng_member_t *m,
+                               eng_rbuf_t *r)
+{
+    char why[512];
+    if (eng_coord_settings_match(ctx, m, r, why, sizeof(why)))
+        return true;
+    eng_fail(ctx, STRATA_ERR_CONFIG, "%s", why);
+    return false;
 }
 
 static bool eng_read_addrs(eng_member_t *m, eng_rbuf_t *r)
@@ -247,7 +257,7 @@ static bool eng_read_addrs(eng_member_t *m, eng_rbuf_t *r)
     return eng_rbuf_ok(r);
 }
 
-static void eng_send_roster(strata_ctx_t *ctx, eng_member_t *m)
+void eng_coord_send_roster(strata_ctx_t *ctx, eng_member_t *m, int64_t start)
 {
     eng_coord_t *c = ctx->coord;
     unsigned char buf[TP_MSG_MAX];
@@ -273,6 +283,7 @@ static void eng_send_roster(strata_ctx_t *ctx, eng_member_t *m)
         local += strcmp(c->by_rank[r]->host_id, m->host_id) == 0;
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_WELCOME);
     eng_put_u32(&w, (uint32_t)local);
+    eng_put_i64(&w, start);
     eng_send(&m->peer, &w, NULL);
 }
 
@@ -281,8 +292,7 @@ static void eng_send_roster(strata_ctx_t *ctx, eng_member_t *m)
  * one), or a rank that does not fit (another size, a rank already here).
  * It is told why, and the connection closed once it read that, while this
  * job goes on. */
-static void eng_coord_refuse(eng_member_t *m, util_log_level_t level,
-                             const char *why)
+void eng_coord_refuse(eng_member_t *m, util_log_level_t level, const char *why)
 {
     util_log(level, "refused %s (pid %d on %s): %s", eng_peer_name(&m->peer),
              m->pid, m->host_id, why);
@@ -319,6 +329,11 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
         eng_coord_refuse(m, UTIL_LOG_INFO, why);
         return;
     }
+    if (size == ctx->size && naggs == ctx->naggs && rank >= 0 && rank < size &&
+        c->by_rank[rank] && c->nhello == ctx->size) {
+        eng_coord_rejoin_hello(ctx, m, rank, r); /* the job runs */
+        return;
+    }
     if (size != ctx->size || naggs != ctx->naggs || rank < 0 || rank >= size ||
         c->by_rank[rank]) {
         snprintf(why, sizeof(why),
@@ -349,12 +364,13 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     if (++c->nhello < ctx->size)
         return;
     for (int i = 0; i < ctx->size; i++)
-        eng_send_roster(ctx, c->by_rank[i]);
+        eng_coord_send_roster(ctx, c->by_rank[i], 0);
     for (int i = 1; i < ctx->size; i++) /* rank 0 is this process */
         eng_live_watch(ctx, i);
     eng_live_start(ctx);
     /* Nobody else may join: the next job on this address must find no
-     * listener (and retry) rather than this job. */
+     * listener (and retry) rather than this job. A worker the job drops
+     * opens it again, for its new process (coord_rejoin.c). */
     tp_listener_close(ctx->coord_listener);
     ctx->coord_listener = NULL;
     util_debug("every rank joined: the coordinator stops listening");
@@ -385,6 +401,7 @@ static void eng_layout_accepted(strata_ctx_t *ctx)
     for (int r = ctx->naggs; r < ctx->size; r++)
         eng_send_layout_ok(c->by_rank[r]);
     c->layout_sent = true;
+    c->layout_ref = c->by_rank[ctx->naggs];
     if (eng_coord_policy(ctx)->start)
         eng_coord_policy(ctx)->start(ctx);
     util_info("layout of %u tensors accepted from %d workers", ref->ntensors,
@@ -394,7 +411,7 @@ static void eng_layout_accepted(strata_ctx_t *ctx)
 static void eng_check_layouts(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;
-    eng_member_t *refm = c->by_rank[ctx->naggs];
+    eng_member_t *refm = c->layout_ref ? c->layout_ref : c->by_rank[ctx->naggs];
     if (!refm || !refm->layout.complete)
         return;
     const eng_layout_rx_t *ref = &refm->layout;
@@ -409,10 +426,15 @@ static void eng_check_layouts(strata_ctx_t *ctx)
                 ref->tensors, ref->ntensors, ref->partition_bytes, ctx->naggs,
                 m->layout.tensors, m->layout.ntensors,
                 m->layout.partition_bytes, r, msg, sizeof(msg)) != 0) {
-            eng_fail(ctx, STRATA_ERR_MISMATCH, "%s", msg);
+            if (c->layout_sent) /* a rejoiner: the job goes on without it */
+                eng_coord_drop_lost(ctx, m, msg);
+            else
+                eng_fail(ctx, STRATA_ERR_MISMATCH, "%s", msg);
             return;
         }
         c->nlayouts++;
+        if (c->layout_sent) /* a rejoiner's */
+            eng_send_layout_ok(m);
     }
     if (c->nlayouts == ctx->nworkers && !c->layout_sent)
         eng_layout_accepted(ctx);
@@ -488,7 +510,8 @@ static void eng_on_bye(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     eng_live_unwatch(ctx, m->peer.rank);
     m->metrics = json[0] ? util_strdup(json) : NULL;
     eng_launch_tell(&ctx->launch, "left %d", m->peer.rank);
-    if (!m->dropped) /* a dropped worker was counted then */
+    eng_coord_rejoin_close(ctx, true); /* the job ends */
+    if (!m->dropped)                   /* a dropped worker was counted then */
         ctx->coord->nbye++;
     if (eng_coord_policy(ctx)->left)
         eng_coord_policy(ctx)->left(ctx, m);
@@ -648,6 +671,9 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         break;
     case ENG_MSG_PROTECTED:
         eng_coord_on_protected(ctx, m, r);
+        break;
+    case ENG_MSG_REJOIN_AT:
+        eng_coord_on_rejoin_at(ctx, m, r);
         break;
     default:
         if (pol->on_msg && pol->on_msg(ctx, m, type, r))

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/layout_wire.h"
 #include "engine/state_server.h"
+#include "util/log.h"
 
 typedef struct eng_member {
     eng_peer_t peer;
@@ -21,6 +22,11 @@ typedef struct eng_member {
     bool drop_queued;   /* ... whose boundary is still to be agreed */
     int64_t drop_at;    /* ... its clocks before this one count, -1 */
     char drop_why[320]; /* why it was dropped */
+    /* A new process in the place of a dropped worker (coord_rejoin.c):
+     * admitted, its clock still to be agreed (queued: not asked yet); the
+     * boundary of the one it replaces; lost before it was in (why). */
+    bool rejoining, rejoin_queued, rejoin_lost;
+    int64_t rejoin_from;
     int pid;
     char host_id[ENG_HOST_ID_MAX];
     eng_agg_info_t info;
@@ -50,6 +56,12 @@ struct eng_coord {
     /* Shard protection: the newest clock every aggregator said PROTECTED
      * of (0: none yet). */
     int64_t protected_clock;
+    /* Rejoining, one at a time and never during a drop (coord_rejoin.c):
+     * the worker being agreed (-1: none), answers, the newest clock. */
+    int joining, join_answers;
+    int64_t join_reached;
+    eng_member_t *layout_ref; /* the first worker's, once accepted */
+    bool ending;              /* a rank said BYE: nobody rejoins now */
 };
 
 /* "rank 5 (pid 123 on host)" once it said HELLO, else its peer's name. */
@@ -66,6 +78,38 @@ void eng_coord_send_dropped(eng_member_t *m);
 bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why);
 /* DROP_AT: an aggregator's answer to DROP_ASK. */
 void eng_coord_on_drop_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+/* Ask the aggregators about the next worker whose boundary is due. */
+void eng_coord_drop_next(strata_ctx_t *ctx);
+/* Send a message to every aggregator (what: its name, for errors). */
+void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg, const char *what);
+
+/* ---- coord_rejoin.c ---- */
+
+/* A HELLO of a rank already in the job, once every rank joined: admitted
+ * in the place of a worker the job dropped, else refused naming why. */
+void eng_coord_rejoin_hello(strata_ctx_t *ctx, eng_member_t *m, int rank,
+                            eng_rbuf_t *r);
+/* A worker was dropped: the coordinator listens again for its new
+ * process. */
+void eng_coord_rejoin_open(strata_ctx_t *ctx);
+/* It stops once the job ends (a rank said BYE), or no dropped worker is
+ * left to come back. */
+void eng_coord_rejoin_close(strata_ctx_t *ctx, bool ending);
+/* Agree the next rejoiner's clock with the aggregators, if none is. */
+void eng_coord_rejoin_next(strata_ctx_t *ctx);
+/* REJOIN_AT: an aggregator's answer to REJOIN_ASK. */
+void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+
+/* ---- coord.c, for the files above ---- */
+
+/* The settings every rank shares, as HELLO gives them: false with why. */
+bool eng_coord_settings_match(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r,
+                              char *why, size_t cap);
+/* The aggregators' addresses and WELCOME (a rejoiner's first clock, else
+ * 0). */
+void eng_coord_send_roster(strata_ctx_t *ctx, eng_member_t *m, int64_t start);
+/* Tell a connection that is no member of the job why, and close it. */
+void eng_coord_refuse(eng_member_t *m, util_log_level_t level, const char *why);
 
 /* The coordinator's part of a policy (policy.h): what it does beyond
  * admitting ranks, checking the layout and collecting BYEs. NULL: nothing. */

@@ -50,8 +50,7 @@ static void eng_coord_ss_start(strata_ctx_t *ctx)
 
 /* ---- dropping ---- */
 
-static void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg,
-                                const char *what)
+void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg, const char *what)
 {
     for (int a = 0; a < ctx->naggs; a++) {
         eng_member_t *agg = ctx->coord->by_rank[a];
@@ -63,11 +62,10 @@ static void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg,
     }
 }
 
-/* Ask the aggregators about the next worker whose boundary is due. */
-static void eng_coord_drop_next(strata_ctx_t *ctx)
+void eng_coord_drop_next(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;
-    if (c->dropping >= 0 || eng_fatal(ctx))
+    if (c->dropping >= 0 || c->joining >= 0 || eng_fatal(ctx))
         return;
     for (int r = ctx->naggs; r < ctx->size; r++) {
         eng_member_t *m = c->by_rank[r];
@@ -105,12 +103,18 @@ static void eng_coord_drop(strata_ctx_t *ctx, eng_member_t *m, const char *why)
         eng_ss_drop(c->ss, w);
     m->drop_queued = true;
     eng_coord_drop_next(ctx);
+    eng_coord_rejoin_open(ctx);
 }
 
 bool eng_coord_drop_lost(strata_ctx_t *ctx, eng_member_t *m, const char *why)
 {
     if (m->peer.rank < ctx->naggs || !ctx->coord->layout_sent)
         return false;
+    if (m->rejoining) { /* dropped once its clock is agreed */
+        m->rejoin_lost = true;
+        snprintf(m->drop_why, sizeof(m->drop_why), "%s", why);
+        return true;
+    }
     int left = ctx->nworkers - ctx->coord->ndropped - 1;
     int64_t min = eng_config_int(ctx->cfg, ENG_CFG_MIN_WORKERS);
     if (left < min) {
@@ -162,6 +166,7 @@ void eng_coord_on_drop_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     if (eng_coord_policy(ctx)->left)
         eng_coord_policy(ctx)->left(ctx, v);
     eng_coord_drop_next(ctx);
+    eng_coord_rejoin_next(ctx);
 }
 
 /* Periodic work of the policies (dropping silent workers). */

@@ -242,6 +242,7 @@ struct strata_ctx {
     /* joining */
     eng_peer_t coord_peer;
     char coord_addr[ENG_ADDR_MAX];
+    char coord_bind[ENG_ADDR_MAX + 8]; /* rank 0: where it listens */
     uint64_t join_deadline_ns;
     strata_status_t join_last_error;
     char join_last_why[256]; /* the transport's reason, for the deadline */
@@ -278,6 +279,9 @@ struct strata_ctx {
     /* The worker's clock as the application thread counts pushes, published
      * for queries from any thread. */
     _Atomic int64_t clock;
+    /* A worker that rejoined a running job in the place of a dropped one:
+     * its first clock (WELCOME), else 0. */
+    int64_t start_clock;
     /* The layout's partition size, once known (the worker's commit, the
      * aggregator's layout), for strata_partition_bytes(). */
     _Atomic uint64_t partition_bytes;

@@ -378,14 +378,20 @@ static void trk_gen_end(_Atomic uint64_t *word, uint64_t odd_word, uint64_t v)
 static strata_status_t trk_check_move(const eng_tracker_t *t, uint32_t w,
                                       uint32_t g, int64_t clock,
                                       uint64_t group_word, uint64_t root_word,
-                                      bool group_live)
+                                      bool group_live, bool rejoin)
 {
     uint64_t word = atomic_load(&t->leaf[w]);
-    if (trk_val(word) == TRK_DROPPED) {
+    if (trk_val(word) == TRK_DROPPED && !rejoin) {
         util_error("tracker: worker %" PRIu32 " was dropped and cannot join "
                    "group %" PRIu32,
                    w, g);
         return STRATA_ERR_PEER;
+    }
+    if (trk_val(word) != TRK_DROPPED && rejoin) {
+        util_error("tracker: worker %" PRIu32 " cannot rejoin group %" PRIu32
+                   ": it was never dropped",
+                   w, g);
+        return STRATA_ERR_STATE;
     }
     if (group_live && clock < trk_clock(trk_val(group_word))) {
         util_error("tracker: worker %" PRIu32 " cannot join group %" PRIu32
@@ -402,8 +408,8 @@ static strata_status_t trk_check_move(const eng_tracker_t *t, uint32_t w,
     return STRATA_OK;
 }
 
-strata_status_t eng_tracker_move_worker(eng_tracker_t *t, uint32_t worker,
-                                        uint32_t group, int64_t clock)
+static strata_status_t trk_move(eng_tracker_t *t, uint32_t worker,
+                                uint32_t group, int64_t clock, bool rejoin)
 {
     strata_status_t st = trk_check_worker(t, worker);
     if (st == STRATA_OK)
@@ -418,7 +424,8 @@ strata_status_t eng_tracker_move_worker(eng_tracker_t *t, uint32_t worker,
     /* Membership changes only under these generations, so this holds. */
     trk_scan_t s = {.group = {group, group}};
     trk_scan(t, &s, worker);
-    st = trk_check_move(t, worker, group, clock, gword, root, s.group_live[0]);
+    st = trk_check_move(t, worker, group, clock, gword, root, s.group_live[0],
+                        rejoin);
     uint64_t old = atomic_load(&t->leaf[worker]);
     if (st == STRATA_OK)
         atomic_store(&t->leaf[worker], trk_pack(group, (uint64_t)clock));
@@ -430,6 +437,18 @@ strata_status_t eng_tracker_move_worker(eng_tracker_t *t, uint32_t worker,
     if (st == STRATA_OK)
         trk_update(t, trk_hi(old), group);
     return st;
+}
+
+strata_status_t eng_tracker_move_worker(eng_tracker_t *t, uint32_t worker,
+                                        uint32_t group, int64_t clock)
+{
+    return trk_move(t, worker, group, clock, false);
+}
+
+strata_status_t eng_tracker_rejoin_worker(eng_tracker_t *t, uint32_t worker,
+                                          uint32_t group, int64_t clock)
+{
+    return trk_move(t, worker, group, clock, true);
 }
 
 /* ---- the rule ---- */

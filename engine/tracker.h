@@ -106,6 +106,11 @@ strata_status_t eng_tracker_drop_group(eng_tracker_t *t, uint32_t group);
 strata_status_t eng_tracker_move_worker(eng_tracker_t *t, uint32_t worker,
                                         uint32_t group, int64_t clock);
 
+/* A dropped worker is back (a new process in its place): it joins `group`
+ * at `clock` under the same conditions as a move. Not dropped: an error. */
+strata_status_t eng_tracker_rejoin_worker(eng_tracker_t *t, uint32_t worker,
+                                          uint32_t group, int64_t clock);
+
 /* ---- the rule: any thread ---- */
 
 /* Whether the rule serves `worker` the pull for `clock` now (false for a

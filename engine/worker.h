@@ -82,7 +82,8 @@ typedef struct eng_link {
     uint32_t shard;
     tp_rdesc_t slots;
     bool have_slots;
-    bool acked; /* finalizing: its LEFT (or its disconnect) was counted */
+    bool slots_early; /* a rejoiner's SLOTS, before its layout */
+    bool acked;       /* finalizing: its LEFT (or its disconnect) was counted */
     tp_rdesc_t *tdesc; /* [ntensors]: param regions exported to the peer */
     void *stage;       /* staging for model writes, if a tensor needs it */
     tp_mr_t *stage_mr;

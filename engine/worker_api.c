@@ -115,6 +115,7 @@ strata_status_t eng_worker_commit_end(strata_ctx_t *ctx, strata_request_t *req,
         eng_req_put(req);
     if (st != STRATA_OK)
         return st;
+    api->clock = ctx->start_clock; /* a rejoined worker's first */
     api->committed = true;
     const eng_worker_policy_t *pol = eng_worker_policy(ctx);
     return pol->committed ? pol->committed(ctx) : STRATA_OK;

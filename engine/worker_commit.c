@@ -11,6 +11,16 @@
 #include "util/alloc.h"
 #include "util/log.h"
 
+static void eng_take_slots(strata_ctx_t *ctx, eng_link_t *l);
+
+/* The first worker writes the initial model, unless aggregators only sum
+ * or it rejoined a running job (the model is the aggregators'). */
+static bool eng_worker_gives_model(const strata_ctx_t *ctx)
+{
+    return ctx->worker_index == 0 && !ctx->policy->sum_only &&
+           ctx->start_clock == 0;
+}
+
 static strata_status_t eng_treg_one(strata_ctx_t *ctx, eng_wtensor_t *t,
                                     int prov, uint64_t bytes, bool need_src)
 {
@@ -128,8 +138,11 @@ strata_status_t eng_commit_start(strata_ctx_t *ctx)
     w->pulled = util_malloc(sizeof(int64_t) * lay->nparts);
     if (!w->pending || !w->pulled)
         return STRATA_ERR_NOMEM;
-    /* Summing aggregators have no model for clock 0: it counts as pulled. */
-    int64_t first_pull = ctx->policy->sum_only ? 0 : -1;
+    /* Summing aggregators have no model for clock 0: it counts as pulled.
+     * A worker that rejoined starts at its first clock. */
+    int64_t first_pull = ctx->start_clock - (ctx->policy->sum_only ? 0 : 1);
+    w->clock = ctx->start_clock;
+    w->announced = ctx->start_clock - 1;
     for (uint32_t p = 0; p < lay->nparts; p++) {
         w->pending[p] = lay->parts[p].npieces;
         w->pulled[p] = first_pull;
@@ -137,16 +150,19 @@ strata_status_t eng_commit_start(strata_ctx_t *ctx)
     w->pull_min = first_pull;
     util_gate_raise(&w->pull_gate, first_pull);
     w->at_min = lay->nparts;
-    bool first = ctx->worker_index == 0 && !ctx->policy->sum_only;
+    bool first = eng_worker_gives_model(ctx);
     st = eng_register_all(ctx, first);
     for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++)
         st = eng_link_setup(ctx, &w->links[a]);
     if (st == STRATA_OK && ctx->policy->gdtopk)
         st = eng_worker_topk_setup(ctx);
-    if (st != STRATA_OK)
-        return st;
-    return eng_layout_send(&ctx->coord_peer, lay->tensors, lay->ntensors,
-                           pbytes);
+    if (st == STRATA_OK)
+        st = eng_layout_send(&ctx->coord_peer, lay->tensors, lay->ntensors,
+                             pbytes);
+    for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++)
+        if (w->links[a].slots_early)
+            eng_take_slots(ctx, &w->links[a]);
+    return st;
 }
 
 /* Committed once the layout is accepted, every aggregator has described
@@ -156,7 +172,8 @@ void eng_commit_check(strata_ctx_t *ctx)
     eng_worker_t *w = ctx->worker;
     if (!w->commit_req || !w->layout_ok || w->nslots < ctx->naggs)
         return;
-    if (!ctx->policy->sum_only && util_gate_load(&w->pull_gate) < 0)
+    if (!ctx->policy->sum_only &&
+        util_gate_load(&w->pull_gate) < ctx->start_clock)
         return;
     util_gate_raise(&ctx->committed, 1);
     eng_req_complete(ctx, w->commit_req, STRATA_OK);
@@ -201,19 +218,19 @@ static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
     return st == STRATA_OK ? eng_send(&l->peer, &m, NULL) : st;
 }
 
-void eng_worker_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
+/* The aggregator's slots, once the layout is known. */
+static void eng_take_slots(strata_ctx_t *ctx, eng_link_t *l)
 {
     eng_worker_t *w = ctx->worker;
-    tp_rdesc_t d = {
-        .addr = eng_get_u64(r), .len = eng_get_u64(r), .key = eng_get_u64(r)};
     const char *who = eng_peer_name(&l->peer);
-    if (!eng_rbuf_ok(r) || !w->layout || l->have_slots ||
-        d.len < 2 * w->layout->shard_bytes[l->shard]) {
+    if (l->slots.len < 2 * w->layout->shard_bytes[l->shard]) {
         eng_fail_tell(ctx, STRATA_ERR_PROTO,
-                      "malformed or unexpected SLOTS from %s", who);
+                      "SLOTS of %llu bytes from %s, for a shard of %llu",
+                      (unsigned long long)l->slots.len, who,
+                      (unsigned long long)w->layout->shard_bytes[l->shard]);
         return;
     }
-    l->slots = d;
+    l->slots_early = false;
     l->have_slots = true;
     w->nslots++;
     strata_status_t st = eng_send_params(ctx, l);
@@ -222,12 +239,33 @@ void eng_worker_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
                  who, strata_strerror(st));
         return;
     }
-    if (ctx->worker_index == 0 && !ctx->policy->sum_only)
+    if (eng_worker_gives_model(ctx))
         for (uint32_t i = 0; i < w->layout->shard_nparts[l->shard]; i++)
             eng_link_enqueue(l, w->layout->shard_parts[l->shard][i],
                              ENG_OP_INIT, 0);
     eng_link_post(ctx, l);
     eng_commit_check(ctx);
+}
+
+void eng_worker_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
+{
+    eng_worker_t *w = ctx->worker;
+    tp_rdesc_t d = {
+        .addr = eng_get_u64(r), .len = eng_get_u64(r), .key = eng_get_u64(r)};
+    /* A rejoiner joins aggregators that know the layout: their SLOTS may
+     * come before its commit. */
+    bool early = !w->layout && ctx->start_clock > 0;
+    if (!eng_rbuf_ok(r) || (!w->layout && !early) || l->have_slots ||
+        l->slots_early) {
+        eng_fail_tell(ctx, STRATA_ERR_PROTO,
+                      "malformed or unexpected SLOTS from %s",
+                      eng_peer_name(&l->peer));
+        return;
+    }
+    l->slots = d;
+    l->slots_early = early;
+    if (!early)
+        eng_take_slots(ctx, l);
 }
 
 static void eng_treg_release(eng_treg_t *r)

@@ -12,6 +12,10 @@
  * whatever still runs STRATA_TIMEOUT_MS plus a grace after the failure is
  * stopped (SIGTERM, then SIGKILL). strata-run exits with the status of the
  * first rank that failed, a worker the job went on without aside.
+ *
+ * With --restart N, a worker that died and that the job went on without is
+ * started again (N times in all): the new process rejoins the running job
+ * in its place (bsp, ssp and asp take workers back).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -42,7 +46,8 @@
 typedef struct job {
     int workers, aggs, size;
     bool spmd;
-    char **argv; /* PROGRAM ARGS */
+    int restarts; /* --restart: workers still to start again */
+    char **argv;  /* PROGRAM ARGS */
     char agg_path[PATH_MAX];
     char dir[64];
     pid_t *pids;
@@ -74,6 +79,10 @@ static void usage(FILE *out)
         "      --spmd            aggregator ranks run PROGRAM too (it "
         "calls strata_serve\n                        when strata_init "
         "makes it an aggregator)\n"
+        "      --restart N       start a worker that died and that the job "
+        "went on without\n                        again, N times in all: "
+        "it rejoins the running job in its\n                        place "
+        "(policies bsp, ssp and asp)\n"
         "Every rank gets STRATA_RANK, STRATA_SIZE, STRATA_LOCAL_RANK, "
         "STRATA_NUM_AGGREGATORS,\na coordinator file and a fresh job "
         "secret; other STRATA_* settings pass through.\n");
@@ -97,6 +106,7 @@ static int parse_args(int argc, char **argv, job_t *job)
         {"workers", required_argument, NULL, 'n'},
         {"aggregators", required_argument, NULL, 'a'},
         {"spmd", no_argument, NULL, 's'},
+        {"restart", required_argument, NULL, 'r'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -113,6 +123,9 @@ static int parse_args(int argc, char **argv, job_t *job)
         case 's':
             job->spmd = true;
             break;
+        case 'r':
+            job->restarts = parse_count(optarg, "the number of restarts");
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -120,7 +133,7 @@ static int parse_args(int argc, char **argv, job_t *job)
             usage(stderr);
             return -1;
         }
-        if (job->workers < 0 || job->aggs < 0)
+        if (job->workers < 0 || job->aggs < 0 || job->restarts < 0)
             return -1;
     }
     if (optind >= argc) {
@@ -298,6 +311,22 @@ static void report(const job_t *job, int r, pid_t pid, int status, bool first)
             WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status), then);
 }
 
+/* --restart: a worker that died and that the job went on without is
+ * started again, to rejoin in its place. */
+static void restart(job_t *job, int r)
+{
+    if (job->restarts == 0 || r < job->aggs || !job->dropped[r] ||
+        job->pids[r] != 0 || job->code[r] <= 0 || job->stopping)
+        return;
+    job->restarts--;
+    fprintf(stderr,
+            "strata-run: starting rank %d (worker) again (--restart): it "
+            "rejoins the job in its place\n",
+            r);
+    job->code[r] = -1;
+    start_rank(job, r);
+}
+
 /* Reap what exited. */
 static void reap(job_t *job)
 {
@@ -318,10 +347,11 @@ static void reap(job_t *job)
         if (job->code[r] != 0 && !job->stopping)
             report(job, r, pid, status, !job->stop_at_ns);
         update_deadline(job);
+        restart(job, r);
     }
 }
 
-/* What rank 0 said: "left R", "dropped R". */
+/* What rank 0 said: "left R", "dropped R", "rejoined R". */
 static void hear(job_t *job)
 {
     char line[64];
@@ -329,6 +359,10 @@ static void hear(job_t *job)
     while ((n = recv(job->sock[0], line, sizeof(line) - 1, MSG_DONTWAIT)) > 0) {
         line[n] = '\0';
         int r = -1;
+        if (sscanf(line, "rejoined %d", &r) == 1 && r >= 0 && r < job->size) {
+            job->dropped[r] = false; /* its new process is in the job */
+            continue;
+        }
         bool dropped = sscanf(line, "dropped %d", &r) == 1;
         if (!dropped && sscanf(line, "left %d", &r) != 1)
             continue;
@@ -341,6 +375,8 @@ static void hear(job_t *job)
                     "strata-run: the job goes on without rank %d (%s): the "
                     "engine dropped it\n",
                     r, role_of(job, r));
+        if (dropped)
+            restart(job, r);
     }
     update_deadline(job);
 }
@@ -508,6 +544,8 @@ int main(int argc, char **argv)
     for (int r = 0; r < job.size; r++)
         start_rank(&job, r);
     close(job.sock[1]); /* the ranks hold it */
+    job.sock[1] = -1;
+    unsetenv("STRATA_LAUNCHER_FD"); /* a worker started again is not rank 0 */
     int code = supervise(&job, sfd);
     close(sfd);
     close(job.sock[0]);

@@ -24,6 +24,12 @@
  *                  one clock on (the same in every tensor, every own update
  *                  after it); V's elements stop, the same everywhere
  * and V must have been dropped by the last step.
+ * With --rejoin as well, V is started again once dropped (the same rank, a
+ * new process) and rejoins: the others must see it dropped and then back
+ * (sum: each clock's sum with every worker again; stale: the own updates
+ * at the old scale again); V's new process trains from the clock it is
+ * given (strata_clock() after strata_commit) to the end, and under stale
+ * sees its own counted updates, each of the old scale.
  * Failure injection: --mismatch (worker 1 registers a different layout),
  * --die-at N (worker 1 kills itself at step N), --stop-at N (worker 1 stops,
  * SIGSTOP, at step N: connected, but silent until continued).
@@ -54,6 +60,7 @@ typedef struct opts {
     int die_at, stop_at;
     int resume; /* clocks the model had when the job started */
     int victim; /* -1: none */
+    bool rejoin;
 } opts_t;
 
 /* What the steps showed of the victim's loss (--victim). `mode` is the
@@ -64,6 +71,7 @@ static struct {
     int mode, last;
     bool have_victim_value;
     double victim_value;
+    bool out, back; /* --rejoin: the victim seen out, and back after */
 } seen = {.mode = -1, .last = 0};
 
 /* One element's verdict for the step; false if it contradicts another's. */
@@ -79,10 +87,18 @@ static bool seen_mode(int mode)
 static int seen_step_end(const opts_t *o, int w, int c)
 {
     int mode = seen.mode < 0 ? seen.last : seen.mode;
-    bool ok = strcmp(o->check, "sum") == 0
-                  ? mode >= seen.last
+    bool sum = strcmp(o->check, "sum") == 0;
+    bool ok = sum ? mode >= seen.last
                   : mode == seen.last + (seen.last > 0) ||
                         (seen.last == 0 && mode <= 1);
+    if (o->rejoin) { /* out, then back: sum 1 then 0, stale stops growing */
+        bool back =
+            sum ? seen.out && mode == 0 : seen.last > 0 && mode == seen.last;
+        ok = (sum || mode == seen.last || mode == seen.last + 1) &&
+             !(seen.back && !back);
+        seen.back |= back;
+        seen.out |= sum ? mode == 1 : mode > 0;
+    }
     if (!ok) {
         fprintf(stderr,
                 "exact: worker %d after step %d: the victim's loss went "
@@ -197,7 +213,9 @@ static int check_stale_victim(const opts_t *o, int nw, int w, int c, int t,
         double got = param[j] - init_value(t, j);
         int owner = (int)(j % (size_t)nw);
         bool ok;
-        if (owner == w) {
+        if (owner == w && o->rejoin && w == o->victim) {
+            ok = true; /* below */
+        } else if (owner == w) {
             double at_new = got - (c + 1) * old_unit;
             ok = at_new >= 0 && at_new <= c + 1 && at_new == (int)at_new &&
                  seen_mode((int)at_new);
@@ -209,8 +227,12 @@ static int check_stale_victim(const opts_t *o, int nw, int w, int c, int t,
                 o->staleness < 0 ? 1e9 : (c + 2 + o->staleness) * new_unit;
             ok = got >= lo && got <= hi;
         }
-        /* The victim's pushes stopped at one boundary, alike everywhere. */
-        if (ok && owner == o->victim && c == o->steps - 1) {
+        /* The victim's pushes stopped at one boundary, alike everywhere;
+         * after a rejoin, its new process's own: each of the old scale. */
+        if (ok && owner == w && o->rejoin && w == o->victim)
+            ok = got >= 0 && got <= (c + 1) * old_unit &&
+                 got / old_unit == (int)(got / old_unit);
+        else if (ok && owner == o->victim && c == o->steps - 1 && !o->rejoin) {
             if (!seen.have_victim_value)
                 seen.victim_value = got;
             seen.have_victim_value = true;
@@ -321,7 +343,9 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
     strata_status_t st = strata_commit(ctx);
     if (st != STRATA_OK)
         return fail_status("commit", st);
-    for (int t = 0; t < NT && !sum; t++)
+    int first = (int)strata_clock(ctx); /* > 0: it rejoined */
+    bool rejoined = first > 0;
+    for (int t = 0; t < NT && !sum && !rejoined; t++)
         for (size_t j = 0; j < sizes[t]; j++)
             if (param[t][j] != bsp_value(o, nw, t, j, -1)) {
                 fprintf(stderr,
@@ -330,8 +354,10 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
                         w, t, j, param[t][j], bsp_value(o, nw, t, j, -1));
                 return 1;
             }
-    for (int c = 0; c < o->steps; c++) {
-        if (c == o->die_at && w == 1)
+    if (rejoined)
+        printf("worker %d: rejoined at clock %d\n", w, first);
+    for (int c = first; c < o->steps; c++) {
+        if (c == o->die_at && w == 1 && !rejoined)
             raise(SIGKILL);
         if (c == o->stop_at && w == 1)
             raise(SIGSTOP);
@@ -346,10 +372,18 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
         for (int t = 0; t < NT; t++)
             if (check_model(o, nw, w, c, t, param[t], sizes[t]))
                 return 1;
-        if (o->victim >= 0 && seen_step_end(o, w, c))
+        if (o->victim >= 0 && !rejoined && seen_step_end(o, w, c))
             return 1;
     }
-    if (o->victim >= 0 && seen.last == 0) {
+    if (o->rejoin && !rejoined && !(seen.out && seen.back)) {
+        fprintf(stderr,
+                "exact: worker %d: %d steps, and worker %d was not seen "
+                "%s\n",
+                w, o->steps, o->victim,
+                seen.out ? "back after it was dropped" : "dropped");
+        return 1;
+    }
+    if (o->victim >= 0 && !o->rejoin && seen.last == 0) {
         fprintf(stderr,
                 "exact: worker %d: %d steps, and worker %d was never "
                 "dropped\n",
@@ -381,6 +415,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"momentum", required_argument, NULL, 'o'},
         {"resume", required_argument, NULL, 'r'},
         {"victim", required_argument, NULL, 'v'},
+        {"rejoin", no_argument, NULL, 'j'},
         {NULL, 0, NULL, 0},
     };
     *o = (opts_t){.steps = 5,
@@ -427,6 +462,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'v':
             o->victim = atoi(optarg);
+            break;
+        case 'j':
+            o->rejoin = true;
             break;
         default:
             return -1;

@@ -195,6 +195,33 @@ static void a_dropped_worker_leaves_the_minimum(void **state)
     eng_tracker_destroy(t);
 }
 
+static void a_dropped_worker_rejoins_at_a_later_clock(void **state)
+{
+    (void)state;
+    eng_tracker_t *t = make(3, 1, NULL, 0, 0); /* bsp */
+    /* Not dropped: it cannot rejoin. */
+    assert_int_equal(eng_tracker_rejoin_worker(t, 2, 0, 1), STRATA_ERR_STATE);
+    test_log_expect("never dropped");
+    assert_int_equal(eng_tracker_advance_group(t, 0, 1), STRATA_OK);
+    assert_int_equal(eng_tracker_drop_worker(t, 2), STRATA_OK);
+    assert_int_equal(eng_tracker_advance_group(t, 0, 2), STRATA_OK);
+    /* Back at clock 3: its pull of 3 waits for the group to complete 2,
+     * and the group's clock stays that of the others until then. */
+    assert_int_equal(eng_tracker_rejoin_worker(t, 2, 0, 3), STRATA_OK);
+    assert_int_equal(eng_tracker_worker_clock(t, 2), 3);
+    assert_int_equal(eng_tracker_group_clock(t, 0), 2);
+    assert_int_equal(eng_tracker_min_clock(t), 2);
+    assert_false(eng_tracker_may_pull(t, 2, 3));
+    assert_int_equal(eng_tracker_advance_group(t, 0, 3), STRATA_OK);
+    assert_true(eng_tracker_may_pull(t, 2, 3));
+    assert_int_equal(eng_tracker_min_clock(t), 3);
+    /* Below the group's clock it is refused, like a move. */
+    assert_int_equal(eng_tracker_drop_worker(t, 1), STRATA_OK);
+    assert_int_equal(eng_tracker_rejoin_worker(t, 1, 0, 2), STRATA_ERR_STATE);
+    test_log_expect("already at");
+    eng_tracker_destroy(t);
+}
+
 static void a_dropped_group_leaves_the_minimum(void **state)
 {
     (void)state;
@@ -388,6 +415,7 @@ int main(void)
         T(applying_twice_is_refused),
         T(bad_arguments_are_errors),
         T(a_dropped_worker_leaves_the_minimum),
+        T(a_dropped_worker_rejoins_at_a_later_clock),
         T(a_dropped_group_leaves_the_minimum),
         T(moving_a_worker_rebases_its_clock),
         T(a_parked_waiter_is_woken),

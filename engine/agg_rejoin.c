@@ -1,0 +1,141 @@
+/*
+ * A dropped worker back in the job: a new process started with the job's
+ * settings and the rank of a worker the job dropped (the coordinator admits
+ * it, engine/coord_rejoin.c).
+ *
+ * The coordinator asks every aggregator how far it got (REJOIN_ASK): each
+ * stops reducing and answers with the newest clock its trackers reached
+ * (REJOIN_AT). Its REJOIN then names
+ *   B  the worker's boundary when it was dropped: its old process's pushes
+ *      before B count, as they did;
+ *   J  the clock the new process starts at: past every clock reached
+ *      anywhere, so no aggregator reduced a clock from J on without it and
+ *      every one reduces them with it, and with one more worker live (the
+ *      gradient scale).
+ * The old process's clocks in [B, J) never count. On each partition the
+ * worker rejoins the tracker at J once every counted push of its old
+ * process is applied there, and its first pull is the model of clock J.
+ */
+#include "engine/aggregator.h"
+#include "util/alloc.h"
+#include "util/log.h"
+
+strata_status_t eng_agg_live_note(eng_agg_t *a, int64_t clock, bool grow)
+{
+    int64_t **at = grow ? &a->grow_at : &a->shrink_at;
+    uint32_t *n = grow ? &a->ngrow : &a->nshrink;
+    uint32_t *cap = grow ? &a->grow_cap : &a->shrink_cap;
+    if (*n == *cap) {
+        uint32_t c = *cap ? 2 * *cap : 8;
+        int64_t *p = util_realloc(*at, c * sizeof(**at));
+        if (!p) {
+            util_error("out of memory noting a change of the live workers");
+            return STRATA_ERR_NOMEM;
+        }
+        *at = p;
+        *cap = c;
+    }
+    (*at)[(*n)++] = clock;
+    return STRATA_OK;
+}
+
+bool eng_agg_rejoin_early(strata_ctx_t *ctx, eng_wlink_t *l, int w)
+{
+    eng_agg_t *a = ctx->agg;
+    if (!a->layout || !a->dropped[w] || a->early[w])
+        return false;
+    a->early[w] = l; /* its JOIN is taken with the REJOIN naming it */
+    return true;
+}
+
+strata_status_t eng_agg_rejoin_part(strata_ctx_t *ctx, eng_apart_t *ap,
+                                    uint32_t w)
+{
+    eng_agg_t *a = ctx->agg;
+    ap->rejoin[w] = false;
+    ap->retired[w] = false;
+    return eng_tracker_rejoin_worker(
+        ap->tracker, w, eng_tracker_group_of(ap->tracker, w), a->gap_hi[w]);
+}
+
+static strata_status_t eng_on_rejoin_ask(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    uint32_t w = eng_get_u32(r);
+    if (!eng_rbuf_ok(r) || w >= (uint32_t)ctx->nworkers || !a->dropped[w])
+        return STRATA_ERR_PROTO;
+    a->held++;
+    unsigned char buf[32];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_REJOIN_AT);
+    eng_put_u32(&m, w);
+    eng_put_i64(&m, eng_agg_reached(ctx));
+    return eng_send(&ctx->coord_peer, &m, NULL);
+}
+
+/* The worker's state as if it had pushed every clock before J. */
+static strata_status_t eng_rejoin_parts(strata_ctx_t *ctx, uint32_t w,
+                                        int64_t at)
+{
+    eng_agg_t *a = ctx->agg;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        eng_apart_t *ap = &a->parts[i];
+        ap->arrived[w] = at - 1;
+        ap->want[w] = at;
+        ap->served[w] = ctx->policy->sum_only ? at : at - 1;
+        if (!ap->retired[w]) { /* once its counted pushes are applied */
+            ap->rejoin[w] = true;
+            continue;
+        }
+        strata_status_t st = eng_agg_rejoin_part(ctx, ap, w);
+        if (st != STRATA_OK)
+            return st;
+    }
+    return STRATA_OK;
+}
+
+static strata_status_t eng_on_rejoin(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    uint32_t w = eng_get_u32(r);
+    int64_t from = eng_get_i64(r), at = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || w >= (uint32_t)ctx->nworkers || !a->dropped[w] ||
+        a->held == 0 || from < 0 || at < from || at < 1 || from != a->until[w])
+        return STRATA_ERR_PROTO;
+    a->held--;
+    strata_status_t st = eng_agg_live_note(a, at, true);
+    if (st != STRATA_OK)
+        return st;
+    a->gap_lo[w] = from;
+    a->gap_hi[w] = at;
+    a->until[w] = INT64_MAX;
+    a->pushed[w] = at - 1;
+    a->dropped[w] = false;
+    a->ngone--;
+    a->prev[w] = a->links[w];
+    a->links[w] = NULL;
+    a->njoined--;
+    st = eng_rejoin_parts(ctx, w, at);
+    if (st != STRATA_OK)
+        return st;
+    util_info("worker rank %d is back from clock %lld on (its clocks %lld to "
+              "%lld do not count); %u workers live from clock %lld",
+              ctx->naggs + (int)w, (long long)at, (long long)from,
+              (long long)at - 1, eng_agg_live_at(ctx, at), (long long)at);
+    eng_wlink_t *l = a->early[w];
+    a->early[w] = NULL;
+    if (l)
+        eng_agg_join(ctx, l, (int)w);
+    eng_agg_progress(ctx);
+    return STRATA_OK;
+}
+
+strata_status_t eng_agg_rejoin_msg(strata_ctx_t *ctx, unsigned type,
+                                   eng_rbuf_t *r)
+{
+    if (type == ENG_MSG_REJOIN_ASK)
+        return eng_on_rejoin_ask(ctx, r);
+    if (type == ENG_MSG_REJOIN)
+        return eng_on_rejoin(ctx, r);
+    return STRATA_ERR_PROTO;
+}

@@ -1,0 +1,182 @@
+/*
+ * Workers back in a running job: a process started again with the job's
+ * settings and the rank of a worker the job dropped takes its place. The
+ * coordinator admits it only in that place, and refuses anything else
+ * naming why (the rank retries until STRATA_JOIN_TIMEOUT_MS, then fails
+ * with that reason). Its first clock J is agreed with every aggregator
+ * (REJOIN_ASK, REJOIN_AT, REJOIN: engine/agg_rejoin.c), one worker at a time
+ * and never while a drop is, before it is welcomed with J: it then
+ * connects to the aggregators, commits the layout every worker has, is
+ * served the model of clock J, and trains on from there.
+ *
+ * Policies whose roles keep state of their own per worker (gssp's groups,
+ * esync's State Server, fedavg's rounds) do not take workers back.
+ */
+#include "engine/coord.h"
+
+#include <stdio.h>
+
+#include "util/log.h"
+
+void eng_coord_rejoin_open(strata_ctx_t *ctx)
+{
+    if (ctx->coord->ending || ctx->coord_listener)
+        return;
+    strata_status_t st =
+        tp_listen(ctx->coord_tp, ctx->coord_bind, &ctx->coord_listener);
+    if (st != STRATA_OK)
+        util_warn("cannot listen again at %s for a dropped worker to come "
+                  "back: %s",
+                  ctx->coord_bind, strata_strerror(st));
+    else
+        util_debug("the coordinator listens again at %s", ctx->coord_bind);
+}
+
+void eng_coord_rejoin_close(strata_ctx_t *ctx, bool ending)
+{
+    eng_coord_t *c = ctx->coord;
+    c->ending |= ending;
+    for (int r = ctx->naggs; r < ctx->size && !c->ending; r++)
+        if (c->by_rank[r] && c->by_rank[r]->dropped)
+            return; /* it may still come back */
+    if (ctx->coord_listener) {
+        tp_listener_close(ctx->coord_listener);
+        ctx->coord_listener = NULL;
+        util_debug("the coordinator stops listening");
+    }
+}
+
+/* Why the rank cannot take a place in the running job; NULL: it can. */
+static const char *eng_rejoin_refusal(strata_ctx_t *ctx, int rank, char *buf,
+                                      size_t cap)
+{
+    eng_coord_t *c = ctx->coord;
+    eng_member_t *old = c->by_rank[rank];
+    const eng_policy_t *p = ctx->policy;
+    if (rank < ctx->naggs)
+        snprintf(buf, cap,
+                 "rank %d is an aggregator of this running job: only a "
+                 "worker the job dropped can rejoin",
+                 rank);
+    else if (!old->dropped)
+        snprintf(buf, cap,
+                 "rank %d is still in the job (%s): only a worker the job "
+                 "dropped can rejoin",
+                 rank, old->bye ? "it finished" : "not dropped");
+    else if (old->drop_queued || c->dropping == rank - ctx->naggs)
+        snprintf(buf, cap,
+                 "rank %d is being dropped: its place is free once every "
+                 "aggregator agreed its last clock",
+                 rank);
+    else if (p->ops->coord || p->ops->worker || p->ops->agg || p->gdtopk)
+        snprintf(buf, cap,
+                 "the job's policy %s%s does not take workers back (bsp, ssp "
+                 "and asp do)",
+                 p->ops->name, p->gdtopk ? " with STRATA_GDTOPK" : "");
+    else if (eng_fatal(ctx))
+        snprintf(buf, cap, "the job has failed");
+    else
+        return NULL;
+    return buf;
+}
+
+void eng_coord_rejoin_hello(strata_ctx_t *ctx, eng_member_t *m, int rank,
+                            eng_rbuf_t *r)
+{
+    eng_coord_t *c = ctx->coord;
+    char why[512];
+    if (eng_rejoin_refusal(ctx, rank, why, sizeof(why))) {
+        eng_coord_refuse(m, UTIL_LOG_WARN, why);
+        return;
+    }
+    eng_member_t *old = c->by_rank[rank];
+    m->peer.rank = rank;
+    m->hello = true; /* its name, for the settings' message */
+    if (!eng_coord_settings_match(ctx, m, r, why, sizeof(why))) {
+        m->hello = false;
+        eng_coord_refuse(m, UTIL_LOG_WARN, why);
+        return;
+    }
+    unsigned naddrs = eng_get_u8(r); /* a worker listens nowhere */
+    if (!eng_rbuf_ok(r) || naddrs != 0) {
+        m->hello = false;
+        eng_coord_refuse(m, UTIL_LOG_WARN, "it sent a malformed HELLO");
+        return;
+    }
+    m->rejoining = m->rejoin_queued = true;
+    m->rejoin_from = old->drop_at;
+    c->by_rank[rank] = m;
+    eng_live_watch(ctx, rank);
+    util_warn("%s is back in the place of dropped %s; agreeing the clock it "
+              "trains from",
+              eng_member_name(m), eng_member_name(old));
+    eng_coord_rejoin_next(ctx);
+}
+
+void eng_coord_rejoin_next(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    if (c->dropping >= 0 || c->joining >= 0 || eng_fatal(ctx))
+        return;
+    for (int r = ctx->naggs; r < ctx->size; r++) {
+        eng_member_t *m = c->by_rank[r];
+        if (!m || !m->rejoin_queued)
+            continue;
+        m->rejoin_queued = false;
+        c->joining = r - ctx->naggs;
+        c->join_answers = 0;
+        c->join_reached = 0;
+        unsigned char buf[16];
+        eng_wbuf_t msg;
+        eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_REJOIN_ASK);
+        eng_put_u32(&msg, (uint32_t)c->joining);
+        eng_coord_tell_aggs(ctx, &msg, "REJOIN_ASK");
+        return;
+    }
+}
+
+/* Every aggregator answered: the rejoiner trains from past every clock
+ * reached anywhere (and past its old boundary). */
+void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    eng_coord_t *c = ctx->coord;
+    uint32_t w = eng_get_u32(r);
+    int64_t reached = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || m->peer.rank >= ctx->naggs || c->joining < 0 ||
+        w != (uint32_t)c->joining || reached < 0) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected REJOIN_AT from %s",
+                 eng_member_name(m));
+        return;
+    }
+    c->join_reached = reached > c->join_reached ? reached : c->join_reached;
+    if (++c->join_answers < ctx->naggs)
+        return;
+    eng_member_t *v = c->by_rank[ctx->naggs + (int)w];
+    int64_t at =
+        c->join_reached > v->rejoin_from ? c->join_reached : v->rejoin_from;
+    at = at < 1 ? 1 : at;
+    unsigned char buf[32];
+    eng_wbuf_t msg;
+    eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_REJOIN);
+    eng_put_u32(&msg, w);
+    eng_put_i64(&msg, v->rejoin_from);
+    eng_put_i64(&msg, at);
+    eng_coord_tell_aggs(ctx, &msg, "REJOIN");
+    c->joining = -1;
+    v->rejoining = false;
+    c->nbye--; /* it says BYE again */
+    c->ndropped--;
+    util_warn("worker %s rejoined: it trains from clock %lld; clocks %lld to "
+              "%lld of its rank were lost; %d workers train on, the gradient "
+              "scaled for them from clock %lld",
+              eng_member_name(v), (long long)at, (long long)v->rejoin_from,
+              (long long)at - 1, ctx->nworkers - c->ndropped, (long long)at);
+    eng_launch_tell(&ctx->launch, "rejoined %d", v->peer.rank);
+    if (v->rejoin_lost) /* it went while its clock was agreed */
+        eng_coord_drop_lost(ctx, v, v->drop_why);
+    else
+        eng_coord_send_roster(ctx, v, at);
+    eng_coord_drop_next(ctx);
+    eng_coord_rejoin_next(ctx);
+    eng_coord_rejoin_close(ctx, false);
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Rejoin: a worker SIGKILLed from outside at an arbitrary moment of training
+# is dropped, then started again by hand with the job's settings and its
+# rank: it takes its place at a clock every aggregator agreed, is served the
+# model of that clock and trains to the end, under bsp and asp over the
+# transport given. Every step stays exact (strata-test-exact --victim
+# --rejoin): the others see the victim's pushes stop and come back, the
+# gradient scale following the live workers both ways. A process of a rank
+# the job did not drop (a worker still in, an aggregator) is refused with
+# a message naming why (over tcp). strata-run --restart starts a worker
+# that died again, and it rejoins (over shm).
+EXACT=$1 TRANSPORT=$2 RUN=$3
+source "$(dirname "$0")/common.sh"
+export STRATA_TIMEOUT_MS=5000 STRATA_TRANSPORT=$TRANSPORT STRATA_LOG=info
+W=3 S=2 VICTIM=3 # worker 1
+STEPS=1000
+
+# again R LOG PROGRAM ARGS...: start rank R again, as start_ranks did.
+again() {
+  local r=$1 log=$2
+  shift 2
+  env STRATA_RANK="$r" STRATA_SIZE=$((W + S)) STRATA_NUM_AGGREGATORS=$S \
+    STRATA_COORD_FILE="$LDIR/coord" STRATA_HOST=127.0.0.1 \
+    STRATA_JOB_SECRET=secret-of-the-job "$@" >"$log" 2>&1 &
+  AGAIN=$!
+}
+
+# refuse R...: start processes of ranks R while the job runs; refused R WHY:
+# that process failed naming why it was refused.
+declare -A REFUSED
+refuse() {
+  local r
+  for r in "$@"; do
+    again "$r" "$LDIR/refused.$r.log" env STRATA_JOIN_TIMEOUT_MS=2000 \
+      "${CMD[@]}"
+    REFUSED[$r]=$AGAIN
+  done
+}
+refused() {
+  local rc=0
+  wait "${REFUSED[$1]}" || rc=$?
+  [ $rc -ne 0 ] || fail "rank $1 started again was not refused"
+  grep -qE "refused us: .*$2" "$LDIR/refused.$1.log" ||
+    fail "rank $1 started again did not say /$2/: $(cat "$LDIR/refused.$1.log")"
+}
+
+# rejoined POLICY ENV... -- ARGS...: run the job, kill the victim once it
+# trains, start it again once dropped, and check every worker ends exact.
+rejoined() {
+  local policy=$1 envs=() r
+  shift
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  echo "-- $policy: worker rank $VICTIM killed, then started again"
+  CMD=(env STRATA_POLICY="$policy" "${envs[@]}" "$EXACT" --steps $STEPS
+    --sleep --victim $((VICTIM - S)) --rejoin "$@")
+  ENV_OF_RANK=()
+  start_ranks $W $S "${CMD[@]}"
+  wait_log 0 "layout of .* accepted" 60
+  sleep 0.$((RANDOM % 5 + 1))
+  kill -KILL "${PIDS[$VICTIM]}"
+  wait "${PIDS[$VICTIM]}" 2>/dev/null
+  wait_log 0 "worker rank $VICTIM .* dropped: its first" 30
+  # The coordinator listens again: only the victim's rank is taken (and
+  # it stops once no dropped worker is left to come back).
+  if [ "$policy" = bsp ] && [ "$TRANSPORT" = tcp ]; then
+    refuse 2 1
+    wait_log 0 "refused .*rank 2 is still in the job" 30
+    wait_log 0 "refused .*rank 1 is an aggregator" 30
+  fi
+  again $VICTIM "$LDIR/$VICTIM.log" "${CMD[@]}"
+  PIDS[VICTIM]=$AGAIN
+  if [ "$policy" = bsp ] && [ "$TRANSPORT" = tcp ]; then
+    refused 2 "rank 2 is still in the job"
+    refused 1 "rank 1 is an aggregator"
+  fi
+  within 120 wait_ranks
+  for ((r = 0; r < W + S; r++)); do
+    expect_rank $r 0 ""
+  done
+  for r in 2 3 4; do
+    grep -q "$STEPS steps exact" "$LDIR/$r.log" ||
+      fail "$policy: worker rank $r did not report exact steps: $(cat "$LDIR/$r.log")"
+  done
+  grep -q "rejoined at clock" "$LDIR/$VICTIM.log" ||
+    fail "$policy: rank $VICTIM did not rejoin: $(cat "$LDIR/$VICTIM.log")"
+  grep -qE "worker rank $VICTIM .* rejoined: it trains from clock [0-9]+; clocks [0-9]+ to [0-9]+ of its rank were lost" \
+    "$LDIR/0.log" || fail "$policy: no rejoin logged: $(cat "$LDIR/0.log")"
+  [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
+}
+
+rejoined bsp STRATA_OPTIMIZER=sum -- --check sum
+rejoined asp STRATA_LR=$((W * (W - 1))) -- --check stale --staleness inf
+if [ "$TRANSPORT" = shm ]; then
+  echo "-- bsp under strata-run --restart 1: worker rank $VICTIM dies at its step 20"
+  out=$(within 60 env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S --restart 1 -- \
+    "$EXACT" --steps 1000 --sleep --check sum --die-at 20 --rejoin \
+    --victim $((VICTIM - S)) 2>&1) ||
+    fail "under strata-run --restart the job did not go on: $out"
+  [ "$(grep -c '1000 steps exact' <<<"$out")" -eq 3 ] ||
+    fail "under strata-run --restart not every worker was exact: $out"
+  grep -q "strata-run: starting rank $VICTIM (worker) again" <<<"$out" ||
+    fail "strata-run did not say it starts rank $VICTIM again: $out"
+  grep -qE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$out" ||
+    fail "no rejoin under strata-run: $out"
+fi
+echo "a worker killed and started again over $TRANSPORT: back in the job, exact"
