@@ -20,18 +20,46 @@
 #include "engine/aggregator.h"
 #include "util/log.h"
 
+/* Whether every partition here holds worker w's push of clock c. */
+static bool eng_agg_holds(const eng_agg_t *a, uint32_t w, int64_t c)
+{
+    for (uint32_t i = 0; i < a->nparts; i++)
+        if (a->parts[i].arrived[w] < c)
+            return false;
+    return true;
+}
+
+static void eng_agg_announced(strata_ctx_t *ctx, uint32_t w, int64_t c)
+{
+    ctx->agg->pushed[w] = c;
+    for (uint32_t i = 0; i < ctx->agg->nparts; i++)
+        eng_try_reduce(ctx, i);
+}
+
 bool eng_agg_on_pushed(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
     int64_t c = eng_get_i64(r);
-    if (!eng_rbuf_ok(r) || c != a->pushed[l->widx] + 1)
+    /* Its writes precede it on the connection. */
+    if (!eng_rbuf_ok(r) || c != a->pushed[l->widx] + 1 ||
+        !eng_agg_holds(a, (uint32_t)l->widx, c))
         return false;
-    for (uint32_t i = 0; i < a->nparts; i++)
-        if (a->parts[i].arrived[l->widx] < c)
-            return false; /* its writes precede it on the connection */
-    a->pushed[l->widx] = c;
-    for (uint32_t i = 0; i < a->nparts; i++)
-        eng_try_reduce(ctx, i);
+    eng_agg_announced(ctx, (uint32_t)l->widx, c);
+    return true;
+}
+
+/* A push that goes to this aggregator alone needs no PUSHED: the worker
+ * cannot have written another aggregator any part of it, so once every
+ * partition landed here, all of it landed everywhere. That saves a
+ * message and, on a sleeping aggregator, a wake-up per push for the small
+ * models that are one partition. */
+bool eng_agg_landed(strata_ctx_t *ctx, uint32_t w, int64_t c)
+{
+    eng_agg_t *a = ctx->agg;
+    if (a->layout->shards_used != 1 || c != a->pushed[w] + 1 ||
+        !eng_agg_holds(a, w, c))
+        return false;
+    eng_agg_announced(ctx, w, c);
     return true;
 }
 

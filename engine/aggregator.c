@@ -555,7 +555,8 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                               memory_order_relaxed);
     if (ap->want[l->widx] < c + 1)
         ap->want[l->widx] = c + 1; /* pushing c asks for c + 1 */
-    eng_try_reduce(ctx, i);
+    if (!eng_agg_landed(ctx, (uint32_t)l->widx, c))
+        eng_try_reduce(ctx, i);
 }
 
 static void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,

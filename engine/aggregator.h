@@ -232,6 +232,10 @@ strata_status_t eng_agg_drop_msg(strata_ctx_t *ctx, unsigned type,
                                  eng_rbuf_t *r);
 /* PUSHED from a worker; false: malformed or out of order. */
 bool eng_agg_on_pushed(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r);
+/* Worker w's push of clock c landed here: where the layout puts every
+ * partition on this shard, that says it landed everywhere (no PUSHED
+ * comes). True: it did, and every partition was tried for a reduction. */
+bool eng_agg_landed(strata_ctx_t *ctx, uint32_t w, int64_t c);
 /* A worker's connection broke before it left: the coordinator decides
  * whether the job goes on (DROP) or fails. */
 void eng_agg_lost(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);

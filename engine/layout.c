@@ -151,7 +151,7 @@ static strata_status_t eng_layout_shard(eng_layout_t *l)
                 best = s;
         l->parts[order[i]].shard = best;
         l->shard_bytes[best] += l->parts[order[i]].bytes;
-        l->shard_nparts[best]++;
+        l->shards_used += l->shard_nparts[best]++ == 0;
     }
     util_free(order);
 

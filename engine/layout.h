@@ -51,6 +51,7 @@ typedef struct eng_partition {
 
 typedef struct eng_layout {
     uint32_t ntensors, nparts, npieces, nshards;
+    uint32_t shards_used; /* shards holding a partition */
     eng_tensor_desc_t *tensors;
     uint64_t *tensor_bytes;
     uint32_t *tensor_first_piece; /* a tensor's pieces are consecutive */

@@ -502,6 +502,10 @@ void eng_worker_unpark(strata_ctx_t *ctx)
 static void eng_worker_announce(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
+    /* A push to one aggregator is announced by its last write there
+     * (eng_agg_landed). */
+    if (w->layout->shards_used == 1)
+        return;
     while (!w->write_failed && w->announced + 1 < w->clock &&
            w->unlanded[(w->announced + 1) & 1] == 0) {
         unsigned char buf[16];

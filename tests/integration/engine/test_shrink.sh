@@ -46,6 +46,9 @@ killed() {
 }
 
 killed bsp STRATA_OPTIMIZER=sum -- --check sum
+# The model in one partition, on one aggregator: its arrival announces a
+# push there (no PUSHED), and still none is half applied.
+killed bsp STRATA_OPTIMIZER=sum STRATA_PARTITION_BYTES=1M -- --check sum
 lr=$((W * (W - 1)))
 killed ssp STRATA_STALENESS=2 STRATA_LR=$lr -- --check stale --staleness 2
 killed asp STRATA_LR=$lr -- --check stale --staleness inf
