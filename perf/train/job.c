@@ -290,8 +290,7 @@ int perf_job_main(const perf_cli_t *cli)
         st = make_snaps(&j);
     int rc = 1;
     if (st == STRATA_OK) {
-        perf_policy_setenv(&j.sc, p,
-                           perf_mlp_param_count(&j.dims) * sizeof(float));
+        perf_policy_setenv(&j.sc, p);
         perf_worker_job_t wj = {.train = &j.train,
                                 .snaps = &j.snaps,
                                 .report = report_worker,

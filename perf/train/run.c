@@ -244,13 +244,10 @@ static void setenv_fmt(const char *key, const char *fmt, ...)
     setenv(key, value, 1);
 }
 
-void perf_policy_setenv(const perf_scenario_t *sc, const perf_policy_t *p,
-                        size_t model_bytes)
+void perf_policy_setenv(const perf_scenario_t *sc, const perf_policy_t *p)
 {
     setenv("STRATA_POLICY", p->engine, 1);
     setenv_fmt("STRATA_NUM_AGGREGATORS", "%d", sc->aggregators);
-    setenv_fmt("STRATA_PARTITION_BYTES", "%zu",
-               perf_partition_bytes(model_bytes, sc->aggregators));
     setenv_fmt("STRATA_LR", "%.17g", sc->lr);
     setenv_fmt("STRATA_MOMENTUM", "%.17g", sc->momentum);
     setenv_fmt("STRATA_STALENESS", "%d", sc->staleness);
@@ -281,8 +278,7 @@ static strata_status_t launch(perf_driver_t *d, const perf_policy_t *p,
     if (pid == 0) {
         setpgid(0, 0);
         if (p->drive != PERF_DRIVE_LOCAL)
-            perf_policy_setenv(&d->sc, p,
-                               perf_mlp_param_count(&d->dims) * sizeof(float));
+            perf_policy_setenv(&d->sc, p);
         execv(argv[0], argv);
         fprintf(stderr, "strata-train: error: cannot run %s: %s\n", argv[0],
                 strerror(errno));

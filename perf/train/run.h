@@ -71,11 +71,11 @@ void perf_driver_cleanup(perf_driver_t *d);
 
 void perf_result_free(perf_result_t *r);
 
-/* The STRATA_* settings of policy p's job, for a model of model_bytes.
- * Settings the scenario does not choose (STRATA_TRANSPORT,
- * STRATA_STALENESS_COST, ...) pass through from the user's environment. */
-void perf_policy_setenv(const perf_scenario_t *sc, const perf_policy_t *p,
-                        size_t model_bytes);
+/* The STRATA_* settings of policy p's job. Settings the scenario does not
+ * choose (STRATA_TRANSPORT, STRATA_PARTITION_BYTES: the engine's size for
+ * the model and the aggregators unless set, STRATA_STALENESS_COST, ...)
+ * pass through from the user's environment. */
+void perf_policy_setenv(const perf_scenario_t *sc, const perf_policy_t *p);
 
 /* Set by SIGINT/SIGTERM: the running job is stopped and nothing more runs. */
 extern volatile int perf_driver_stop;

@@ -380,10 +380,3 @@ int perf_scenario_reporter(const perf_scenario_t *sc)
                 best = i;
     return best;
 }
-
-size_t perf_partition_bytes(size_t model_bytes, int aggregators)
-{
-    size_t parts = 2 * (size_t)aggregators;
-    size_t bytes = (model_bytes + parts - 1) / parts;
-    return (bytes + 4095) / 4096 * 4096;
-}

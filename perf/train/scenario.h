@@ -101,8 +101,4 @@ strata_status_t perf_scenario_check(const perf_scenario_t *sc);
  * change if there are any. */
 int perf_scenario_reporter(const perf_scenario_t *sc);
 
-/* Partition size that spreads model_bytes over every aggregator: two
- * partitions each, rounded up to 4 KiB. */
-size_t perf_partition_bytes(size_t model_bytes, int aggregators);
-
 #endif /* STRATA_PERF_TRAIN_SCENARIO_H */

@@ -130,19 +130,6 @@ static void bad_options_are_refused(void **state)
     }
 }
 
-static void partitions_give_every_aggregator_work(void **state)
-{
-    (void)state;
-    size_t model = 203530 * 4;
-    for (int s = 1; s <= 8; s++) {
-        size_t part = perf_partition_bytes(model, s);
-        assert_int_equal(part % 4096, 0);
-        size_t parts = (model + part - 1) / part;
-        assert_true(parts >= (size_t)s);
-    }
-    assert_int_equal(perf_partition_bytes(model, 4), 102400);
-}
-
 static void reporter_is_the_first_fastest(void **state)
 {
     (void)state;
@@ -226,7 +213,6 @@ int main(void)
         cmocka_unit_test(named_scenarios_match_the_papers),
         cmocka_unit_test(options_override_the_scenario_in_any_order),
         cmocka_unit_test(bad_options_are_refused),
-        cmocka_unit_test(partitions_give_every_aggregator_work),
         cmocka_unit_test(reporter_is_the_first_fastest),
         cmocka_unit_test(speed_changes_parse_and_are_checked),
         cmocka_unit_test(random_speeds_are_seeded_and_span_3_to_10),
