@@ -40,6 +40,7 @@ enum {
     OPT_LAUNCHER,
     OPT_WORKER,
     OPT_JOB,
+    OPT_RESTART,
     OPT_HELP,
 };
 
@@ -73,6 +74,7 @@ static const struct option options[] = {
     {"launcher", required_argument, NULL, OPT_LAUNCHER},
     {"worker", required_argument, NULL, OPT_WORKER},
     {"job", no_argument, NULL, OPT_JOB},
+    {"restart", required_argument, NULL, OPT_RESTART},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -127,6 +129,9 @@ void perf_cli_usage(FILE *out)
         "  --no-plot           draw nothing\n"
         "  --data DIR          IDX files (" PERF_DATA_DIR ")\n"
         "  --launcher PATH     strata-run to use (next to this program)\n"
+        "  --restart N         strata-run starts a worker that died again,\n"
+        "                      N times in all: it rejoins the job (bsp,\n"
+        "                      ssp, asp); a line per failure and recovery\n"
         "  --job               be one rank of a job another launcher started\n"
         "                      (mpirun, srun, torchrun, strata-run) with one\n"
         "                      --policy and as many worker ranks as the\n"
@@ -256,6 +261,14 @@ static strata_status_t apply_option(int id, const char *name, const char *arg,
         return STRATA_OK;
     case OPT_LAUNCHER:
         cli->launcher = arg;
+        return STRATA_OK;
+    case OPT_RESTART:
+        sc->restarts = atoi(arg);
+        if (sc->restarts < 0 || sc->restarts > 4096) {
+            perf_error("--restart %s: not a number of restarts in [0, 4096]",
+                       arg);
+            return STRATA_ERR_INVALID;
+        }
         return STRATA_OK;
     case OPT_WORKER:
         cli->worker = arg;

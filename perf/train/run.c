@@ -1,6 +1,7 @@
 /* Launching one job per policy, watching it, and evaluating its model. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "perf/train/board.h"
+#include "perf/train/events.h"
 #include "perf/train/log.h"
 #include "perf/train/pace.h"
 #include "perf/train/run.h"
@@ -259,23 +261,41 @@ void perf_policy_setenv(const perf_scenario_t *sc, const perf_policy_t *p)
 
 /* The job runs in its own process group, so that it can be stopped whole
  * and a terminal's ^C reaches the driver only. */
+/* The job's standard error comes through err_out (events.h). */
 static strata_status_t launch(perf_driver_t *d, const perf_policy_t *p,
-                              const char *board_path, pid_t *pid_out)
+                              const char *board_path, pid_t *pid_out,
+                              int *err_out)
 {
-    char n[16], a[16];
+    char n[16], a[16], r[16];
     snprintf(n, sizeof(n), "%d", d->sc.workers);
     snprintf(a, sizeof(a), "%d", d->sc.aggregators);
+    snprintf(r, sizeof(r), "%d", d->sc.restarts);
     char *local_argv[] = {d->self, "--worker", (char *)board_path, NULL};
-    char *job_argv[] = {
-        d->launcher,        "-n", n, "-a", a, "--", d->self, "--worker",
-        (char *)board_path, NULL};
+    char *job_argv[12] = {d->launcher, "-n", n, "-a", a};
+    int k = 5;
+    if (d->sc.restarts > 0) {
+        job_argv[k++] = "--restart";
+        job_argv[k++] = r;
+    }
+    job_argv[k++] = "--";
+    job_argv[k++] = d->self;
+    job_argv[k++] = "--worker";
+    job_argv[k++] = (char *)board_path;
     char **argv = p->drive == PERF_DRIVE_LOCAL ? local_argv : job_argv;
+    int err[2];
+    if (pipe2(err, O_CLOEXEC) != 0) {
+        perf_error("cannot make a pipe: %s", strerror(errno));
+        return STRATA_ERR_IO;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         perf_error("cannot start a process: %s", strerror(errno));
+        close(err[0]);
+        close(err[1]);
         return STRATA_ERR_IO;
     }
     if (pid == 0) {
+        dup2(err[1], STDERR_FILENO);
         setpgid(0, 0);
         if (p->drive != PERF_DRIVE_LOCAL)
             perf_policy_setenv(&d->sc, p);
@@ -285,7 +305,10 @@ static strata_status_t launch(perf_driver_t *d, const perf_policy_t *p,
         _exit(127);
     }
     setpgid(pid, pid); /* as well, whichever of the two runs first */
+    close(err[1]);
+    fcntl(err[0], F_SETFL, O_NONBLOCK);
     *pid_out = pid;
+    *err_out = err[0];
     return STRATA_OK;
 }
 
@@ -296,6 +319,7 @@ typedef struct job {
     perf_result_t *r;
     pid_t pid;
     int64_t launched_ns;
+    perf_events_t ev; /* the job's failures and recoveries */
 } job_t;
 
 /* "g0=120 g1=60": the slowest member's clock in each group, or a range
@@ -431,6 +455,13 @@ static void watch_changes(job_t *j)
     }
 }
 
+/* Seconds of training so far (0 while the job starts). */
+static double training_s(const job_t *j)
+{
+    int64_t t0 = atomic_load(&j->b->t0_ns);
+    return t0 ? (double)(perf_now_ns() - t0) * 1e-9 : 0;
+}
+
 /* Until the job exits, is stopped by the user, or overstays. */
 static strata_status_t watch(job_t *j, int *status_out)
 {
@@ -453,6 +484,7 @@ static strata_status_t watch(job_t *j, int *status_out)
         }
         poll_model(j, &next_eval);
         watch_changes(j);
+        perf_events_drain(&j->ev, training_s(j));
         sleep_ms(2);
     }
 }
@@ -513,7 +545,8 @@ static strata_status_t check_exit(const job_t *j, int status)
 
 strata_status_t perf_driver_run(perf_driver_t *d, int p, perf_result_t *out)
 {
-    job_t j = {.d = d, .p = &d->sc.policies[p], .r = out};
+    job_t j = {.d = d, .p = &d->sc.policies[p], .r = out, .ev.fd = -1};
+    j.ev.policy = d->sc.policies[p].name;
     memset(out, 0, sizeof(*out));
     snprintf(out->policy, sizeof(out->policy), "%s", j.p->name);
     out->time_to_target_s = NAN;
@@ -535,10 +568,12 @@ strata_status_t perf_driver_run(perf_driver_t *d, int p, perf_result_t *out)
     j.b->input_scale = d->train.scale;
     j.b->input_shift = d->train.shift;
     j.launched_ns = perf_now_ns();
-    st = launch(d, j.p, board_path, &j.pid);
+    st = launch(d, j.p, board_path, &j.pid, &j.ev.fd);
     if (st == STRATA_OK) {
         int status = 0;
         st = watch(&j, &status);
+        perf_events_drain(&j.ev, training_s(&j)); /* its last words */
+        close(j.ev.fd);
         if (st == STRATA_OK)
             st = check_exit(&j, status);
         out->job_s = (double)(perf_now_ns() - j.launched_ns) * 1e-9;

@@ -54,6 +54,7 @@ typedef struct perf_scenario {
     double eval_s;     /* interval between evaluations */
     bool noniid;
     int train_size; /* training samples used (a seeded subset), 0: all */
+    int restarts;   /* --restart: workers strata-run starts again */
     int batch;
     int hidden; /* units of the MLP's hidden layer */
     double lr;
