@@ -16,6 +16,10 @@ seconds; then it reads the JSON and prints the comparison, with the load
 average. Extra arguments go to the example (e.g. --budget 600, --workers 4
 --speeds 1,1,1,8, --model alexnet).
 
+Plain SGD (no momentum) for every policy, as in the paper: with momentum
+0.9 ESync's local steps on ResNet-18 diverged within four rounds (test loss
+7, 22, 677 at lr 0.05, batch 16), with none they trained.
+
 What bounds ESync's gain: in a round the slowest worker takes one step and
 a x1 worker about as many as fit in it, so the averaged model moves by the
 mean number of local steps, n = mean(n_i), for one BSP step. With speeds
@@ -41,7 +45,7 @@ EXAMPLE = os.path.join(HERE, "..", "..", "examples", "torch",
                        "fashion_mnist.py")
 PRESET = ["--model", "resnet18", "--compare",
           "bsp,ssp,asp,gssp,esync,fedavg", "--workers", "6", "--speeds",
-          "1x4,117x2", "--batch", "16", "--lr", "0.05", "--momentum", "0.9",
+          "1x4,117x2", "--batch", "16", "--lr", "0.05", "--momentum", "0",
           "--train-size", "12000", "--test-size", "1000", "--budget", "300",
           "--eval-every", "10", "--epoch-steps", "10"]
 QUICK = ["--model", "lenet", "--compare", "bsp,gssp,esync", "--budget", "60",
