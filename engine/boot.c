@@ -67,13 +67,95 @@ static void eng_host_id(char *buf, size_t len)
     snprintf(buf, len, "%s/%s/%s", host, boot, net);
 }
 
+/* The host part of "host:port" or "[v6]:port" ("" for ""). */
+static void eng_addr_host(const char *addr, char *host, size_t len)
+{
+    const char *colon = strrchr(addr, ':');
+    size_t n = colon ? (size_t)(colon - addr) : strlen(addr);
+    if (n >= 2 && addr[0] == '[' && addr[n - 1] == ']') {
+        addr++;
+        n -= 2;
+    }
+    snprintf(host, len, "%.*s", (int)n, addr);
+}
+
+static bool eng_has_secret(const strata_ctx_t *ctx)
+{
+    const tp_params_t *p = &ctx->tp_params;
+    return (p->secret && *p->secret) || (p->secret_file && *p->secret_file);
+}
+
+/* Why this job reaches beyond loopback, or NULL when it does not. The
+ * rule depends only on settings every rank shares, so that every rank of a
+ * job decides alike. */
+static const char *eng_beyond_loopback(const strata_ctx_t *ctx,
+                                       const char *coord_host, char *buf,
+                                       size_t len)
+{
+    const char *host = eng_config_str(ctx->cfg, ENG_CFG_HOST);
+    const char *forced = ctx->tp_params.transport;
+    if (*coord_host && !tp_addr_is_loopback(coord_host))
+        snprintf(buf, len, "the coordinator's address %s is not loopback",
+                 ctx->launch.coord);
+    else if (*host && !tp_addr_is_loopback(host))
+        snprintf(buf, len, "STRATA_HOST=%s is not loopback", host);
+    else if (!*host && !*coord_host)
+        snprintf(buf, len,
+                 "rank 0 listens on every interface (STRATA_COORD_FILE=%s "
+                 "without STRATA_HOST)",
+                 ctx->launch.coord_file);
+    else if (forced && strcmp(forced, "verbs") == 0)
+        snprintf(buf, len, "STRATA_TRANSPORT=verbs reaches other hosts");
+    else
+        return NULL;
+    return buf;
+}
+
+/* Without a job secret, anyone who reaches a port of the job joins it:
+ * that is the default on loopback only, elsewhere STRATA_INSECURE=1 must
+ * say so. A rank of a loopback job listens on the coordinator's host, not
+ * on every interface. */
+static strata_status_t eng_boot_exposure(strata_ctx_t *ctx)
+{
+    char coord_host[ENG_ADDR_MAX], why[ENG_ADDR_MAX + 96];
+    eng_addr_host(ctx->launch.coord, coord_host, sizeof(coord_host));
+    snprintf(ctx->listen_host, sizeof(ctx->listen_host), "%s",
+             eng_config_str(ctx->cfg, ENG_CFG_HOST));
+    if (eng_has_secret(ctx))
+        return STRATA_OK;
+    const char *beyond = eng_beyond_loopback(ctx, coord_host, why, sizeof(why));
+    if (!beyond) {
+        if (!ctx->listen_host[0])
+            snprintf(ctx->listen_host, sizeof(ctx->listen_host), "%s",
+                     coord_host);
+        return STRATA_OK;
+    }
+    if (eng_config_int(ctx->cfg, ENG_CFG_INSECURE))
+        return STRATA_OK; /* the transport warns that anyone can join */
+    util_error("no job secret, and %s: set STRATA_JOB_SECRET or "
+               "STRATA_JOB_SECRET_FILE to one secret on every rank (strata-run "
+               "makes one; docs/multihost.md shows mpirun, Slurm and "
+               "torchrun), or STRATA_INSECURE=1 to let anyone who reaches the "
+               "job's ports join it",
+               beyond);
+    return STRATA_ERR_CONFIG;
+}
+
+/* Aggregators of a loopback job without a secret offer no verbs, which
+ * other hosts reach. */
+static bool eng_offers_verbs(const strata_ctx_t *ctx)
+{
+    return eng_has_secret(ctx) || eng_config_int(ctx->cfg, ENG_CFG_INSECURE) ||
+           !tp_addr_is_loopback(ctx->listen_host);
+}
+
 /* host:port to bind: STRATA_HOST if set and an address of this host, else
  * every interface (a launcher gives every rank the same environment: one
  * host's address must not stop the ranks of the others). */
 static void eng_bind_addr(const strata_ctx_t *ctx, int port, char *buf,
                           size_t len)
 {
-    const char *host = eng_config_str(ctx->cfg, ENG_CFG_HOST);
+    const char *host = ctx->listen_host;
     if (*host && !tp_addr_is_local(host)) {
         util_warn("STRATA_HOST=%s is not an address of this host (%.*s): "
                   "listening on every interface instead (STRATA_IFNAME "
@@ -143,6 +225,8 @@ static strata_status_t eng_listen_data(strata_ctx_t *ctx)
         if (forced ? strcmp(eng_prov_names[i], forced) != 0
                    : i != ENG_PROV_TCP && !tp_available(eng_prov_names[i]))
             continue;
+        if (!forced && i == ENG_PROV_VERBS && !eng_offers_verbs(ctx))
+            continue;
         strata_status_t st =
             eng_boot_open(ctx, eng_prov_names[i], &ctx->data_tp[i]);
         if (st != STRATA_OK)
@@ -170,7 +254,9 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
     ctx->join_timer =
         (eng_timer_t){.at_ns = util_now_ns(), .fn = eng_boot_retry};
     ctx->join_last_error = STRATA_ERR_TIMEOUT;
-    strata_status_t st = eng_boot_open(ctx, "tcp", &ctx->coord_tp);
+    strata_status_t st = eng_boot_exposure(ctx);
+    if (st == STRATA_OK)
+        st = eng_boot_open(ctx, "tcp", &ctx->coord_tp);
     if (st == STRATA_OK && ctx->rank == 0)
         st = eng_listen_coord(ctx);
     else if (st == STRATA_OK && ctx->launch.coord[0])

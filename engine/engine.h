@@ -238,6 +238,7 @@ struct strata_ctx {
     tp_listener_t *coord_listener;           /* rank 0 */
     tp_ctx_t *data_tp[ENG_NPROV];            /* opened on demand */
     tp_listener_t *data_listener[ENG_NPROV]; /* aggregators */
+    char listen_host[ENG_ADDR_MAX]; /* STRATA_HOST, or loopback: boot.c */
 
     /* joining */
     eng_peer_t coord_peer;

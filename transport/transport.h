@@ -152,6 +152,10 @@ strata_status_t tp_params_read(const util_settings_t *s, int timeout_ms,
  * of this host, where a listener can bind it. */
 bool tp_addr_is_local(const char *host);
 
+/* Whether host (a numeric address or a name) is a loopback address, and
+ * every address it resolves to is: no other host reaches it. */
+bool tp_addr_is_loopback(const char *host);
+
 /* ---- providers ---- */
 
 /* name: "verbs", "tcp" or "shm". A provider not compiled in, or without a

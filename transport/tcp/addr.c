@@ -307,3 +307,29 @@ bool tp_addr_is_local(const char *host)
         close(fd);
     return ok;
 }
+
+static bool tp_tcp_is_loopback(const struct sockaddr *sa)
+{
+    if (sa->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >>
+                24) == 127;
+    if (sa->sa_family != AF_INET6)
+        return false;
+    const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(a) ||
+           (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
+}
+
+bool tp_addr_is_loopback(const char *host)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM};
+    struct addrinfo *res = NULL;
+    if (!host || !*host || getaddrinfo(host, NULL, &hints, &res) != 0)
+        return false;
+    bool loopback = true;
+    for (const struct addrinfo *ai = res; ai && loopback; ai = ai->ai_next)
+        loopback = tp_tcp_is_loopback(ai->ai_addr);
+    freeaddrinfo(res);
+    return loopback;
+}
