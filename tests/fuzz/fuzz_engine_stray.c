@@ -50,13 +50,8 @@ static void start_rank(int j, int r)
                               "TIMEOUT_MS=3600000",
                               "JOIN_TIMEOUT_MS=86400000",
                               NULL};
-    strata_ctx_t *ctx;
-    if (eng_ctx_create(settings, &ctx) != STRATA_OK)
-        abort();
-    ctx->launch.incarnation = 42; /* one job: see test_runtime.c */
-    ctx->coord_tp = fake_tp_open();
-    ctx->data_tp[ENG_PROV_TCP] = fake_tp_open();
-    if (eng_boot_prepare(ctx) != STRATA_OK || eng_loop_init(ctx) != STRATA_OK)
+    strata_ctx_t *ctx = fake_tp_rank(settings);
+    if (!ctx)
         abort();
     ranks[j][r] = ctx;
 }

@@ -13,7 +13,9 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define REPLAY_MAX_INPUT (1u << 20)
+#ifndef REPLAY_MUTATIONS /* per target: tests/fuzz/CMakeLists.txt */
 #define REPLAY_MUTATIONS 2000
+#endif
 
 static uint64_t replay_rng = 0x9e3779b97f4a7c15ull;
 

@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "engine/engine.h"
 #include "transport/provider.h"
 
 typedef struct fake_ep {
@@ -445,3 +446,19 @@ static const tp_ops_t fake_ops = {
     .wait_fd = fake_wait_fd,
     .wait_arm = fake_wait_arm,
 };
+
+strata_ctx_t *fake_tp_rank(const char *const *settings)
+{
+    strata_ctx_t *ctx;
+    if (eng_ctx_create(settings, &ctx) != STRATA_OK)
+        return NULL;
+    /* One job: each context of the process counts as a later job else. */
+    ctx->launch.incarnation = 42;
+    ctx->coord_tp = fake_tp_open();
+    ctx->data_tp[ENG_PROV_TCP] = fake_tp_open();
+    if (eng_boot_prepare(ctx) != STRATA_OK || eng_loop_init(ctx) != STRATA_OK) {
+        eng_ctx_free(ctx);
+        return NULL;
+    }
+    return ctx;
+}

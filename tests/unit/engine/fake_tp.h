@@ -15,6 +15,8 @@
 
 #include <stdbool.h>
 
+#include <strata/strata.h>
+
 #include "transport/transport.h"
 
 tp_ctx_t *fake_tp_open(void);
@@ -26,5 +28,11 @@ void fake_tp_break(tp_ctx_t *ctx);
 /* Report once more the last write with immediate ctx reported, as if the
  * peer had written it again; false if there was none. */
 bool fake_tp_replay_imm(tp_ctx_t *ctx);
+
+/* A rank of a job over fake transports: created from settings (RANK=...,
+ * as strata_init_with takes them), prepared to join and its loop ready, as
+ * one job with every other such rank of the process; NULL (logged) when a
+ * step fails. Joins as its loop turns (eng_loop_once). */
+strata_ctx_t *fake_tp_rank(const char *const *settings);
 
 #endif /* STRATA_TESTS_FAKE_TP_H */

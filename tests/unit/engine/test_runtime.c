@@ -65,15 +65,9 @@ static void rank_start(int r, const char *const *extra)
     size_t n = 9;
     for (size_t i = 0; extra && extra[i]; i++)
         settings[n++] = extra[i];
-    strata_ctx_t *ctx;
-    if (eng_ctx_create(settings, &ctx) != STRATA_OK)
-        fail_msg("rank %d: bad settings: %s", r, test_log.last);
-    /* One job: each context of the process counts as a later job else. */
-    ctx->launch.incarnation = 42;
-    ctx->coord_tp = fake_tp_open();
-    ctx->data_tp[ENG_PROV_TCP] = fake_tp_open();
-    assert_int_equal(eng_boot_prepare(ctx), STRATA_OK);
-    assert_int_equal(eng_loop_init(ctx), STRATA_OK);
+    strata_ctx_t *ctx = fake_tp_rank(settings);
+    if (!ctx)
+        fail_msg("rank %d cannot start: %s", r, test_log.last);
     job.ctx[r] = ctx;
 }
 
