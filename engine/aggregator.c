@@ -307,9 +307,11 @@ static unsigned eng_pool_threads(const strata_ctx_t *ctx)
 static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
-    strata_status_t st = eng_layout_build(a->lrx.tensors, a->lrx.ntensors,
+    /* the layout takes the descriptions received */
+    strata_status_t st = eng_layout_adopt(a->lrx.tensors, a->lrx.ntensors,
                                           a->lrx.partition_bytes,
                                           (uint32_t)ctx->naggs, &a->layout);
+    a->lrx.tensors = NULL;
     atomic_store(&ctx->partition_bytes, a->lrx.partition_bytes);
     if (st == STRATA_OK)
         st = eng_shard_plan(ctx);

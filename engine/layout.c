@@ -174,29 +174,34 @@ static strata_status_t eng_layout_shard(eng_layout_t *l)
     return STRATA_OK;
 }
 
-strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
-                                 uint32_t ntensors, uint64_t partition_bytes,
-                                 uint32_t nshards, eng_layout_t **layout_out)
+strata_status_t eng_layout_adopt(eng_tensor_desc_t *tensors, uint32_t ntensors,
+                                 uint64_t partition_bytes, uint32_t nshards,
+                                 eng_layout_t **layout_out)
 {
     if (ntensors == 0 || nshards == 0 || partition_bytes < 8) {
         util_error("cannot lay out %u tensors on %u shards with partitions of "
                    "%llu bytes",
                    ntensors, nshards, (unsigned long long)partition_bytes);
+        util_free(tensors);
         return STRATA_ERR_INVALID;
     }
     for (uint32_t i = 0; i < ntensors; i++) {
         strata_status_t st = eng_tensor_desc_check(&tensors[i]);
-        if (st != STRATA_OK)
+        if (st != STRATA_OK) {
+            util_free(tensors);
             return st;
+        }
     }
     eng_layout_t *l = util_calloc(1, sizeof(*l));
-    if (!l)
+    if (!l) {
+        util_free(tensors);
         return STRATA_ERR_NOMEM;
+    }
     l->ntensors = ntensors;
     l->nshards = nshards;
     l->partition_bytes = partition_bytes;
     l->hash = eng_layout_hash(tensors, ntensors, partition_bytes);
-    l->tensors = util_malloc(sizeof(*tensors) * ntensors);
+    l->tensors = tensors;
     l->tensor_bytes = util_malloc(sizeof(uint64_t) * ntensors);
     l->tensor_first_piece = util_calloc(ntensors, sizeof(uint32_t));
     l->tensor_npieces = util_calloc(ntensors, sizeof(uint32_t));
@@ -207,7 +212,6 @@ strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
         !l->tensor_npieces || !l->shard_bytes || !l->shard_nparts ||
         !l->shard_parts)
         goto nomem;
-    memcpy(l->tensors, tensors, sizeof(*tensors) * ntensors);
     for (uint32_t i = 0; i < ntensors; i++)
         l->tensor_bytes[i] =
             tensors[i].count * strata_dtype_size(tensors[i].dtype);
@@ -239,6 +243,20 @@ nomem:
     util_error("out of memory laying out %u tensors", ntensors);
     eng_layout_free(l);
     return STRATA_ERR_NOMEM;
+}
+
+strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
+                                 uint32_t ntensors, uint64_t partition_bytes,
+                                 uint32_t nshards, eng_layout_t **layout_out)
+{
+    eng_tensor_desc_t *copy = util_malloc(sizeof(*tensors) * (ntensors + 1));
+    if (!copy) {
+        util_error("out of memory laying out %u tensors", ntensors);
+        return STRATA_ERR_NOMEM;
+    }
+    memcpy(copy, tensors, sizeof(*tensors) * ntensors);
+    return eng_layout_adopt(copy, ntensors, partition_bytes, nshards,
+                            layout_out);
 }
 
 void eng_layout_free(eng_layout_t *l)

@@ -128,9 +128,8 @@ strata_status_t eng_commit_start(strata_ctx_t *ctx)
         pbytes =
             eng_layout_auto_partition(descs, w->ntensors, (uint32_t)ctx->naggs);
     atomic_store(&ctx->partition_bytes, pbytes);
-    strata_status_t st = eng_layout_build(descs, w->ntensors, pbytes,
+    strata_status_t st = eng_layout_adopt(descs, w->ntensors, pbytes,
                                           (uint32_t)ctx->naggs, &w->layout);
-    util_free(descs);
     if (st != STRATA_OK)
         return st;
     const eng_layout_t *lay = w->layout;
