@@ -44,8 +44,6 @@ void tp_shm_ep_down(tp_sock_ep_t *sock, strata_status_t op_status)
 {
     (void)op_status; /* every post completed when it was made */
     tp_shm_ep_t *ep = tp_shm_ep_of(sock);
-    if (ep->bell_owed)
-        tp_shm_ring_bell(ep);
     if (ep->peer_bell >= 0)
         close(ep->peer_bell);
     ep->peer_bell = -1;

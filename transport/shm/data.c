@@ -4,11 +4,7 @@
  * message is a record with its bytes. Both complete before the post
  * returns, so nothing is ever pending: the completion waits in the event
  * queue for tp_progress(). Doorbells are rung only for a peer that armed
- * its ring before sleeping, and not at once: the tp_progress call after
- * the next one rings them (or tp_wait_arm, before this side sleeps). So
- * what a caller posts in answer to the events of a call (a worker's PUSHED
- * after its writes completed, an aggregator's model after the last
- * arrival) joins what it posted before, and the peer wakes once for all.
+ * its ring before sleeping.
  */
 #include <errno.h>
 #include <string.h>
@@ -74,24 +70,9 @@ void tp_shm_unimport_all(tp_shm_ep_t *ep)
 void tp_shm_ring_bell(tp_shm_ep_t *ep)
 {
     uint64_t one = 1;
-    ep->bell_owed = false;
     if (write(ep->peer_bell, &one, sizeof(one)) < 0 && errno != EAGAIN)
         util_debug("shm: peer %s: doorbell: %s", ep->sock.base.peer,
                    strerror(errno));
-}
-
-void tp_shm_bells(tp_shm_ctx_t *ctx, bool all)
-{
-    bool left = false;
-    util_list_t *pos, *tmp;
-    util_list_for_each_safe(pos, tmp, &ctx->sock.eps)
-    {
-        tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, sock.link);
-        if (ep->bell_owed && (all || ep->bell_call < ctx->calls))
-            tp_shm_ring_bell(ep);
-        left |= ep->bell_owed;
-    }
-    ctx->bells_owed = left;
 }
 
 static strata_status_t tp_shm_postable(tp_shm_ep_t *ep, const char *what)
@@ -126,12 +107,8 @@ static strata_status_t tp_shm_room(tp_shm_ep_t *ep, uint32_t payload_len)
 static void tp_shm_push(tp_shm_ep_t *ep, uint32_t type, uint32_t len,
                         uint32_t imm, const void *payload)
 {
-    if (tp_shm_ring_push(&ep->tx, type, len, imm, payload) && !ep->bell_owed) {
-        tp_shm_ctx_t *ctx = util_container_of(ep->sock.ctx, tp_shm_ctx_t, sock);
-        ep->bell_owed = true;
-        ep->bell_call = ctx->calls;
-        ctx->bells_owed = true;
-    }
+    if (tp_shm_ring_push(&ep->tx, type, len, imm, payload))
+        tp_shm_ring_bell(ep);
 }
 
 static void tp_shm_complete(tp_shm_ep_t *ep, tp_event_type_t type, void *op_ctx)

@@ -136,9 +136,6 @@ static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
     util_list_t *pos, *tmp;
-    if (ctx->bells_owed)
-        tp_shm_bells(ctx, false);
-    ctx->calls++;
     tp_sock_begin(&ctx->sock);
     uint64_t now = util_now_ns(); /* vDSO: no system call */
     if (now >= ctx->next_poll_ns) {
@@ -161,8 +158,6 @@ static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
 static strata_status_t tp_shm_wait_arm(tp_ctx_t *base)
 {
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
-    if (ctx->bells_owed)
-        tp_shm_bells(ctx, true);
     if (tp_sock_wait_arm(&ctx->sock) != STRATA_OK)
         return STRATA_ERR_AGAIN;
     ctx->next_poll_ns = 0; /* the next progress polls the sockets */

@@ -78,11 +78,9 @@ typedef struct tp_shm_ep {
     bool want_out;         /* EPOLLOUT: packets wait in pending */
     util_keymap_t imports; /* key -> tp_shm_import_t the peer granted us */
     void *rx_map, *tx_map;
-    tp_shm_ring_t rx; /* ours: the peer produces, we consume */
-    tp_shm_ring_t tx; /* the peer's: we produce */
-    int peer_bell;    /* the peer's doorbell eventfd */
-    bool bell_owed;   /* the peer armed: ring at bell_call (tp_shm_bells) */
-    uint64_t bell_call;
+    tp_shm_ring_t rx;     /* ours: the peer produces, we consume */
+    tp_shm_ring_t tx;     /* the peer's: we produce */
+    int peer_bell;        /* the peer's doorbell eventfd */
     uint32_t unreported;  /* completions queued, not reported yet */
     strata_status_t gone; /* the peer left: DISCONNECTED once drained */
     bool leaving;
@@ -92,8 +90,6 @@ typedef struct tp_shm_ep {
 typedef struct tp_shm_ctx {
     tp_sock_ctx_t sock;
     uint64_t next_poll_ns; /* when progress polls the sockets again */
-    uint64_t calls;        /* tp_progress calls so far */
-    bool bells_owed;       /* an endpoint's bell_owed may be set */
 } tp_shm_ctx_t;
 
 static inline tp_shm_ctx_t *tp_shm_ctx(tp_ctx_t *ctx)
@@ -132,9 +128,6 @@ void tp_shm_ep_gone(tp_shm_ep_t *ep);
 void tp_shm_setup_recv(tp_shm_ep_t *ep, const tp_shm_pkt_t *pkt, int ring_fd,
                        int bell_fd);
 void tp_shm_ring_bell(tp_shm_ep_t *ep);
-/* Rings the doorbells owed since before the current tp_progress call
- * (every one owed: all). */
-void tp_shm_bells(tp_shm_ctx_t *ctx, bool all);
 
 /* ctl.c */
 void tp_shm_ctl_send(tp_shm_ep_t *ep, uint32_t type, uint64_t key,
