@@ -22,13 +22,16 @@ static void eng_agg_ckpt_copy(eng_agg_t *a, eng_apart_t *ap, bool out)
     char *staging = eng_ckpt_staging(a->ckpt);
     char *model = (char *)a->out + ap->part->shard_off;
     size_t mom = ap->momentum ? ap->part->count * sizeof(float) : 0;
-    if (out) {
+    if (out)
         memcpy(staging + ap->part->shard_off, model, ap->part->bytes);
-        memcpy(staging + ap->state_off, ap->momentum, mom);
-    } else {
+    else
         memcpy(model, staging + ap->part->shard_off, ap->part->bytes);
+    if (mom == 0) /* no momentum: NULL, which memcpy must not get */
+        return;
+    if (out)
+        memcpy(staging + ap->state_off, ap->momentum, mom);
+    else
         memcpy(ap->momentum, staging + ap->state_off, mom);
-    }
 }
 
 strata_status_t eng_agg_ckpt_setup(strata_ctx_t *ctx)

@@ -153,7 +153,8 @@ static strata_status_t eng_ckpt_scan(const eng_ckpt_t *c, bool tmp,
         util_free(clocks);
         return st;
     }
-    qsort(clocks, n, sizeof(*clocks), eng_ckpt_cmp_desc);
+    if (n > 1) /* none found: clocks is NULL, which qsort must not get */
+        qsort(clocks, n, sizeof(*clocks), eng_ckpt_cmp_desc);
     *clocks_out = clocks;
     *n_out = n;
     return STRATA_OK;
