@@ -21,6 +21,7 @@
 
 #include "engine/engine.h"
 #include "engine/worker.h"
+#include "tests/fuzz/fuzz_record.h"
 #include "tests/unit/engine/fake_tp.h"
 #include "util/log.h"
 
@@ -130,18 +131,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     job_start(data[0]);
     const unsigned others = ~(1u << FUZZED);
-    for (size_t i = 1; i + 3 <= size;) {
-        int t = data[i] & 1;
-        size_t len = (size_t)data[i + 1] | (size_t)data[i + 2] << 8;
-        i += 3;
-        if (len > size - i)
-            len = size - i;
-        if (len > TP_MSG_MAX)
-            len = TP_MSG_MAX;
-        tp_ep_t *ep = member_ep(t);
-        if (ep && tp_send(ep, data + i, len, NULL) != STRATA_OK)
+    fuzz_record_t rec;
+    for (size_t i = 1; fuzz_record_next(data, size, &i, &rec);) {
+        tp_ep_t *ep = member_ep(rec.flags & 1);
+        if (ep && tp_send(ep, rec.msg, rec.len, NULL) != STRATA_OK)
             break; /* the rank closed it */
-        i += len;
         pump(others);
     }
     pump(others);

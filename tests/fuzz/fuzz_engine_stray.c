@@ -22,6 +22,7 @@
 #include "engine/aggregator.h"
 #include "engine/coord.h"
 #include "engine/engine.h"
+#include "tests/fuzz/fuzz_record.h"
 #include "tests/unit/engine/fake_tp.h"
 #include "util/log.h"
 
@@ -120,29 +121,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!stray_tp)
         setup();
     tp_ep_t *ep[2] = {NULL, NULL};
-    for (size_t i = 0; i + 3 <= size;) {
-        int t = data[i] & 1;
-        bool fresh = data[i] & 2;
-        size_t len = (size_t)data[i + 1] | (size_t)data[i + 2] << 8;
-        i += 3;
-        if (len > size - i)
-            len = size - i;
-        if (len > TP_MSG_MAX)
-            len = TP_MSG_MAX;
-        if (fresh && ep[t]) {
+    fuzz_record_t rec;
+    for (size_t i = 0; fuzz_record_next(data, size, &i, &rec);) {
+        int t = rec.flags & 1;
+        if ((rec.flags & 2) && ep[t]) {
             tp_ep_close(ep[t]);
             ep[t] = NULL;
         }
         /* closed by the rank (its peer is gone), or never opened */
-        if (!ep[t] || tp_send(ep[t], data + i, len, NULL) != STRATA_OK) {
+        if (!ep[t] || tp_send(ep[t], rec.msg, rec.len, NULL) != STRATA_OK) {
             if (ep[t])
                 tp_ep_close(ep[t]);
             if (tp_connect(stray_tp, target_addr(t), NULL, &ep[t]) !=
                     STRATA_OK ||
-                tp_send(ep[t], data + i, len, NULL) != STRATA_OK)
+                tp_send(ep[t], rec.msg, rec.len, NULL) != STRATA_OK)
                 abort();
         }
-        i += len;
         pump();
     }
     for (int t = 0; t < 2; t++)
