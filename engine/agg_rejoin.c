@@ -15,6 +15,9 @@
  * The old process's clocks in [B, J) never count. On each partition the
  * worker rejoins the tracker at J once every counted push of its old
  * process is applied there, and its first pull is the model of clock J.
+ * Each worker has one such gap: while a partition here still waits to take
+ * it back, REJOIN_AT says so (lags) and the coordinator answers REJOIN with
+ * J = 0, "not now", and asks again later.
  */
 #include "engine/aggregator.h"
 #include "util/alloc.h"
@@ -54,8 +57,23 @@ strata_status_t eng_agg_rejoin_part(strata_ctx_t *ctx, eng_apart_t *ap,
     eng_agg_t *a = ctx->agg;
     ap->rejoin[w] = false;
     ap->retired[w] = false;
+    /* Every clock before J is done for it here: its counted pushes are
+     * applied, the gap's never count. Dropped again before it pushed, it
+     * retires at once. */
+    ap->applied[w] = a->gap_hi[w] - 1;
     return eng_tracker_rejoin_worker(
         ap->tracker, w, eng_tracker_group_of(ap->tracker, w), a->gap_hi[w]);
+}
+
+/* Whether a partition still waits to take worker w back after its last
+ * rejoin (its old process's counted pushes not all applied there): one
+ * gap of lost clocks is kept per worker, so the next rejoin waits. */
+static bool eng_agg_rejoin_lags(const eng_agg_t *a, uint32_t w)
+{
+    for (uint32_t i = 0; i < a->nparts; i++)
+        if (a->parts[i].rejoin[w])
+            return true;
+    return false;
 }
 
 static strata_status_t eng_on_rejoin_ask(strata_ctx_t *ctx, eng_rbuf_t *r)
@@ -70,6 +88,7 @@ static strata_status_t eng_on_rejoin_ask(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_REJOIN_AT);
     eng_put_u32(&m, w);
     eng_put_i64(&m, eng_agg_reached(ctx));
+    eng_put_u8(&m, eng_agg_rejoin_lags(a, w));
     return eng_send(&ctx->coord_peer, &m, NULL);
 }
 
@@ -99,8 +118,15 @@ static strata_status_t eng_on_rejoin(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_agg_t *a = ctx->agg;
     uint32_t w = eng_get_u32(r);
     int64_t from = eng_get_i64(r), at = eng_get_i64(r);
+    if (eng_rbuf_ok(r) && w < (uint32_t)ctx->nworkers && a->dropped[w] &&
+        a->held > 0 && at == 0) { /* not now: an aggregator still lags */
+        a->held--;
+        eng_agg_progress(ctx);
+        return STRATA_OK;
+    }
     if (!eng_rbuf_ok(r) || w >= (uint32_t)ctx->nworkers || !a->dropped[w] ||
-        a->held == 0 || from < 0 || at < from || at < 1 || from != a->until[w])
+        a->held == 0 || from < 0 || at < from || at < 1 ||
+        from != a->until[w] || eng_agg_rejoin_lags(a, w))
         return STRATA_ERR_PROTO;
     a->held--;
     strata_status_t st = eng_agg_live_note(a, at, true);
@@ -112,9 +138,9 @@ static strata_status_t eng_on_rejoin(strata_ctx_t *ctx, eng_rbuf_t *r)
     a->pushed[w] = at - 1;
     a->dropped[w] = false;
     a->ngone--;
-    a->prev[w] = a->links[w];
+    a->prev[w] = a->links[w]; /* NULL: its last process never joined here */
+    a->njoined -= a->links[w] != NULL;
     a->links[w] = NULL;
-    a->njoined--;
     st = eng_rejoin_parts(ctx, w, at);
     if (st != STRATA_OK)
         return st;

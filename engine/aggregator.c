@@ -175,7 +175,9 @@ static void eng_on_join(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
                       eng_peer_name(&l->peer));
         return;
     }
-    if (eng_rbuf_ok(r) && widx >= 0 && widx < ctx->nworkers && a->links[widx] &&
+    /* a dropped worker's new process (its old one may never have joined
+     * here: dropped again before its JOIN) */
+    if (eng_rbuf_ok(r) && widx >= 0 && widx < ctx->nworkers &&
         eng_agg_rejoin_early(ctx, l, widx))
         return;
     if (!eng_rbuf_ok(r) || widx < 0 || widx >= ctx->nworkers ||

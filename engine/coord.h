@@ -60,6 +60,7 @@ struct eng_coord {
      * the worker being agreed (-1: none), answers, the newest clock. */
     int joining, join_answers;
     int64_t join_reached;
+    bool join_lags; /* an aggregator still takes it back from before */
     eng_member_t *layout_ref; /* the first worker's, once accepted */
     bool ending;              /* a rank said BYE: nobody rejoins now */
 };

@@ -113,6 +113,15 @@ void eng_coord_rejoin_hello(strata_ctx_t *ctx, eng_member_t *m, int rank,
     eng_coord_rejoin_next(ctx);
 }
 
+/* How long a rejoin waits for an aggregator that still takes the same
+ * worker back from its previous rejoin before it asks again. */
+#define ENG_REJOIN_RETRY_MS 50
+
+static void eng_coord_rejoin_retry(strata_ctx_t *ctx)
+{
+    eng_coord_rejoin_next(ctx);
+}
+
 void eng_coord_rejoin_next(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;
@@ -126,6 +135,7 @@ void eng_coord_rejoin_next(strata_ctx_t *ctx)
         c->joining = r - ctx->naggs;
         c->join_answers = 0;
         c->join_reached = 0;
+        c->join_lags = false;
         unsigned char buf[16];
         eng_wbuf_t msg;
         eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_REJOIN_ASK);
@@ -135,6 +145,31 @@ void eng_coord_rejoin_next(strata_ctx_t *ctx)
     }
 }
 
+/* An aggregator still takes this rank back from its previous rejoin (a
+ * partition there has not applied the pushes of the process before): not
+ * now (REJOIN with J = 0 lets the aggregators go on), again a little later.
+ * The new process waits for its WELCOME meanwhile. */
+static void eng_coord_rejoin_later(strata_ctx_t *ctx, eng_member_t *v)
+{
+    eng_coord_t *c = ctx->coord;
+    unsigned char buf[32];
+    eng_wbuf_t msg;
+    eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_REJOIN);
+    eng_put_u32(&msg, (uint32_t)c->joining);
+    eng_put_i64(&msg, v->rejoin_from);
+    eng_put_i64(&msg, 0);
+    eng_coord_tell_aggs(ctx, &msg, "REJOIN");
+    util_debug("%s waits: an aggregator still takes its rank back from its "
+               "previous rejoin",
+               eng_member_name(v));
+    c->joining = -1;
+    v->rejoin_queued = true;
+    eng_coord_drop_next(ctx); /* whatever waited for it */
+    ctx->rejoin_timer =
+        (eng_timer_t){.at_ns = util_now_ns() + ENG_REJOIN_RETRY_MS * 1000000ull,
+                      .fn = eng_coord_rejoin_retry};
+}
+
 /* Every aggregator answered: the rejoiner trains from past every clock
  * reached anywhere (and past its old boundary). */
 void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
@@ -142,16 +177,22 @@ void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     eng_coord_t *c = ctx->coord;
     uint32_t w = eng_get_u32(r);
     int64_t reached = eng_get_i64(r);
+    unsigned lags = eng_get_u8(r);
     if (!eng_rbuf_ok(r) || m->peer.rank >= ctx->naggs || c->joining < 0 ||
-        w != (uint32_t)c->joining || reached < 0) {
+        w != (uint32_t)c->joining || reached < 0 || lags > 1) {
         eng_fail(ctx, STRATA_ERR_PROTO, "unexpected REJOIN_AT from %s",
                  eng_member_name(m));
         return;
     }
     c->join_reached = reached > c->join_reached ? reached : c->join_reached;
+    c->join_lags |= lags;
     if (++c->join_answers < ctx->naggs)
         return;
     eng_member_t *v = c->by_rank[ctx->naggs + (int)w];
+    if (c->join_lags) {
+        eng_coord_rejoin_later(ctx, v);
+        return;
+    }
     int64_t at =
         c->join_reached > v->rejoin_from ? c->join_reached : v->rejoin_from;
     at = at < 1 ? 1 : at;

@@ -220,9 +220,10 @@ struct strata_ctx {
     int epfd, cmd_efd;
     eng_cmdq_t cmdq;
     _Atomic bool stop;
-    eng_timer_t join_timer; /* boot: retry connecting, the join deadline */
-    eng_timer_t tick_timer; /* coordinator: the policies' periodic work */
-    eng_timer_t live_timer; /* beats, and looking for silent peers */
+    eng_timer_t join_timer;   /* boot: retry connecting, the join deadline */
+    eng_timer_t tick_timer;   /* coordinator: the policies' periodic work */
+    eng_timer_t live_timer;   /* beats, and looking for silent peers */
+    eng_timer_t rejoin_timer; /* coordinator: a rejoin asked again */
     eng_live_t live;
     struct {            /* eng_fail_soon */
         uint64_t at_ns; /* 0: none pending; else when to stop waiting */

@@ -228,6 +228,7 @@ static int eng_sleep_ms(const strata_ctx_t *ctx)
     uint64_t at = eng_earliest(ctx->join_timer.at_ns, ctx->soon.at_ns);
     at = eng_earliest(at, ctx->tick_timer.at_ns);
     at = eng_earliest(at, ctx->live_timer.at_ns);
+    at = eng_earliest(at, ctx->rejoin_timer.at_ns);
     if (!at)
         return -1;
     uint64_t now = util_now_ns();
@@ -271,6 +272,7 @@ bool eng_loop_once(strata_ctx_t *ctx)
     busy |= eng_timer_due(ctx, &ctx->join_timer);
     eng_timer_due(ctx, &ctx->tick_timer);
     eng_timer_due(ctx, &ctx->live_timer);
+    eng_timer_due(ctx, &ctx->rejoin_timer);
     return busy;
 }
 

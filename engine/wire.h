@@ -58,14 +58,16 @@
     X(PROTECTED, 37)  /* aggregator -> coordinator: its part of a clock's      \
                          protection done */                                    \
     X(REJOIN_ASK, 38) /* coordinator -> aggregator: hold, a worker is back */  \
-    X(REJOIN_AT, 39)  /* aggregator -> coordinator: the clock it reached */    \
-    X(REJOIN, 40)     /* coordinator -> aggregator: worker in from clock J */
+    X(REJOIN_AT, 39)  /* aggregator -> coordinator: the clock it reached,      \
+                         whether it still takes the worker back from before */ \
+    X(REJOIN, 40)     /* coordinator -> aggregator: worker in from clock J     \
+                         (J = 0: not now) */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 8
+#define ENG_PROTO_VERSION 9
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

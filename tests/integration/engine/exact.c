@@ -29,7 +29,11 @@
  * (sum: each clock's sum with every worker again; stale: the own updates
  * at the old scale again); V's new process trains from the clock it is
  * given (strata_clock() after strata_commit) to the end, and under stale
- * sees its own counted updates, each of the old scale.
+ * sees its own counted updates, each of the old scale. With --die-again
+ * N,PATH (sum) the first process of V that rejoined kills itself after N
+ * of its steps (it creates PATH; a process that finds PATH trains on), so
+ * V is dropped and back twice: with N > 0 the others see it back, out
+ * again, and back.
  * Failure injection: --mismatch (worker 1 registers a different layout),
  * --die-at N (worker 1 kills itself at step N), --stop-at N (worker 1 stops,
  * SIGSTOP, at step N: connected, but silent until continued).
@@ -61,6 +65,8 @@ typedef struct opts {
     int resume; /* clocks the model had when the job started */
     int victim; /* -1: none */
     bool rejoin;
+    int again_n;            /* --die-again: steps after rejoining; -1 none */
+    const char *again_path; /* ... made by the process that dies */
 } opts_t;
 
 /* What the steps showed of the victim's loss (--victim). `mode` is the
@@ -72,6 +78,7 @@ static struct {
     bool have_victim_value;
     double victim_value;
     bool out, back; /* --rejoin: the victim seen out, and back after */
+    int agains;     /* --die-again: seen out once more after back */
 } seen = {.mode = -1, .last = 0};
 
 /* One element's verdict for the step; false if it contradicts another's. */
@@ -94,6 +101,11 @@ static int seen_step_end(const opts_t *o, int w, int c)
     if (o->rejoin) { /* out, then back: sum 1 then 0, stale stops growing */
         bool back =
             sum ? seen.out && mode == 0 : seen.last > 0 && mode == seen.last;
+        if (sum && seen.back && mode == 1 && o->again_n > 0 &&
+            seen.agains == 0) { /* its second process dropped */
+            seen.agains++;
+            seen.back = false;
+        }
         ok = (sum || mode == seen.last || mode == seen.last + 1) &&
              !(seen.back && !back);
         seen.back |= back;
@@ -361,9 +373,23 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
             }
     if (rejoined)
         printf("worker %d: rejoined at clock %d\n", w, first);
+    bool dies_again = false; /* --die-again, the first to rejoin */
+    if (rejoined && o->again_n >= 0 && access(o->again_path, F_OK) != 0)
+        dies_again = true;
     for (int c = first; c < o->steps; c++) {
         if (c == o->die_at && w == 1 && !rejoined)
             raise(SIGKILL);
+        if (dies_again && c == first + o->again_n) {
+            FILE *f = fopen(o->again_path, "w");
+            if (!f) {
+                perror(o->again_path);
+                return 2;
+            }
+            fclose(f);
+            printf("worker %d: dies again at clock %d\n", w, c);
+            fflush(stdout);
+            raise(SIGKILL);
+        }
         if (c == o->stop_at && w == 1)
             raise(SIGSTOP);
         for (int t = 0; t < NT; t++)
@@ -386,6 +412,13 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
                 "%s\n",
                 w, o->steps, o->victim,
                 seen.out ? "back after it was dropped" : "dropped");
+        return 1;
+    }
+    if (o->again_n > 0 && !rejoined && seen.agains != 1) {
+        fprintf(stderr,
+                "exact: worker %d: %d steps, and worker %d was not seen "
+                "out a second time (--die-again)\n",
+                w, o->steps, o->victim);
         return 1;
     }
     if (o->victim >= 0 && !o->rejoin && seen.last == 0) {
@@ -421,6 +454,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"resume", required_argument, NULL, 'r'},
         {"victim", required_argument, NULL, 'v'},
         {"rejoin", no_argument, NULL, 'j'},
+        {"die-again", required_argument, NULL, 'g'},
         {NULL, 0, NULL, 0},
     };
     *o = (opts_t){.steps = 5,
@@ -428,7 +462,8 @@ static int parse(int argc, char **argv, opts_t *o)
                   .staleness = 0,
                   .die_at = -1,
                   .stop_at = -1,
-                  .victim = -1};
+                  .victim = -1,
+                  .again_n = -1};
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
@@ -471,6 +506,14 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'j':
             o->rejoin = true;
             break;
+        case 'g': { /* N,PATH */
+            char *end;
+            o->again_n = (int)strtol(optarg, &end, 10);
+            if (*end != ',' || !end[1] || o->again_n < 0)
+                return -1;
+            o->again_path = end + 1;
+            break;
+        }
         default:
             return -1;
         }

@@ -8,7 +8,8 @@
 # gradient scale following the live workers both ways. A process of a rank
 # the job did not drop (a worker still in, an aggregator) is refused with
 # a message naming why (over tcp). strata-run --restart starts a worker
-# that died again, and it rejoins (over shm).
+# that died again, and it rejoins (over shm); a worker killed, restarted,
+# killed again and restarted rejoins twice (over tcp).
 EXACT=$1 TRANSPORT=$2 RUN=$3
 source "$(dirname "$0")/common.sh"
 export STRATA_TIMEOUT_MS=5000 STRATA_TRANSPORT=$TRANSPORT STRATA_LOG=info
@@ -103,5 +104,29 @@ if [ "$TRANSPORT" = shm ]; then
     fail "strata-run did not say it starts rank $VICTIM again: $out"
   grep -qE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$out" ||
     fail "no rejoin under strata-run: $out"
+fi
+# twice N: under strata-run --restart 2 the victim dies at its step 20,
+# rejoins, its new process dies N steps after its first clock (N = 0:
+# before it pushed anything), and the third process rejoins; every step of
+# the others stays exact (sum) and every process there ends exact.
+twice() {
+  echo "-- bsp under strata-run --restart 2: worker rank $VICTIM dies, and again $1 steps after it rejoined"
+  local mark out
+  mark=$(mktemp -u "${TMPDIR:-/tmp}/strata-rejoin.XXXXXX")
+  out=$(within 90 env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S --restart 2 -- \
+    "$EXACT" --steps 600 --sleep --check sum --die-at 20 --rejoin \
+    --die-again "$1,$mark" --victim $((VICTIM - S)) 2>&1) ||
+    fail "a worker killed twice (again after $1 steps): the job did not go on: $out"
+  rm -f "$mark"
+  [ "$(grep -c '600 steps exact' <<<"$out")" -eq 3 ] ||
+    fail "a worker killed twice (again after $1 steps): not every worker was exact: $out"
+  grep -q "worker 1: dies again at clock" <<<"$out" ||
+    fail "the victim's second process did not die: $out"
+  [ "$(grep -cE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$out")" -eq 2 ] ||
+    fail "a worker killed twice (again after $1 steps) did not rejoin twice: $out"
+}
+if [ "$TRANSPORT" = tcp ]; then
+  twice 0
+  twice 5
 fi
 echo "a worker killed and started again over $TRANSPORT: back in the job, exact"
