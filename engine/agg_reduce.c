@@ -24,12 +24,18 @@
 #include "util/log.h"
 
 /* The source of worker w's push of worker clock wc. */
+/* The connection worker w pushed clock wc on: before a rejoin's gap, its
+ * old process's. */
+static const eng_wlink_t *eng_link_of(const eng_agg_t *a, uint32_t w,
+                                      int64_t wc)
+{
+    return a->prev[w] && wc < a->gap_lo[w] ? a->prev[w] : a->links[w];
+}
+
 static eng_src_t eng_src_of(const eng_agg_t *a, const eng_apart_t *ap,
                             uint32_t w, int64_t wc)
 {
-    /* before a rejoin's gap, in the old process's slots */
-    const eng_wlink_t *l =
-        a->prev[w] && wc < a->gap_lo[w] ? a->prev[w] : a->links[w];
+    const eng_wlink_t *l = eng_link_of(a, w, wc);
     return (eng_src_t){.p = eng_slot(a, l, ap, wc),
                        .nsparse = ap->nsparse[2 * w + (uint32_t)(wc & 1)]};
 }
@@ -38,8 +44,8 @@ static eng_src_t eng_src_of(const eng_agg_t *a, const eng_apart_t *ap,
  * message has come (it precedes the writes on the connection). */
 static uint32_t eng_steps_of(const eng_agg_t *a, uint32_t w, int64_t wc)
 {
-    const eng_wlink_t *l = a->links[w];
-    return l->round_clock[wc & 1] == wc ? l->round_steps[wc & 1] : 0;
+    const eng_wlink_t *l = eng_link_of(a, w, wc);
+    return l && l->round_clock[wc & 1] == wc ? l->round_steps[wc & 1] : 0;
 }
 
 typedef struct eng_unit {

@@ -178,7 +178,7 @@ static void eng_coord_tick(strata_ctx_t *ctx)
     eng_ss_expire(c->ss);
     for (int r = ctx->naggs; r < ctx->size; r++) {
         eng_member_t *m = c->by_rank[r];
-        if (m && !m->dropped && !m->bye &&
+        if (m && !m->dropped && !m->bye && !m->rejoining &&
             !eng_ss_is_live(c->ss, (uint32_t)(r - ctx->naggs)))
             if (!eng_coord_drop_lost(ctx, m,
                                      "silent for longer than "

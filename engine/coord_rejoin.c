@@ -9,8 +9,10 @@
  * connects to the aggregators, commits the layout every worker has, is
  * served the model of clock J, and trains on from there.
  *
- * Policies whose roles keep state of their own per worker (gssp's groups,
- * esync's State Server, fedavg's rounds) do not take workers back.
+ * Rounds (esync, fedavg) are clocks: the rejoiner syncs from round J on,
+ * with the global model of J, and esync's State Server counts it live
+ * again from then. gssp, whose groups keep state of their own per worker,
+ * does not take workers back.
  */
 #include "engine/coord.h"
 
@@ -68,10 +70,12 @@ static const char *eng_rejoin_refusal(strata_ctx_t *ctx, int rank, char *buf,
                  "rank %d is being dropped: its place is free once every "
                  "aggregator agreed its last clock",
                  rank);
-    else if (p->ops->coord || p->ops->worker || p->ops->agg || p->gdtopk)
+    else if ((!p->ops->rounds &&
+              (p->ops->coord || p->ops->worker || p->ops->agg)) ||
+             p->gdtopk)
         snprintf(buf, cap,
-                 "the job's policy %s%s does not take workers back (bsp, ssp "
-                 "and asp do)",
+                 "the job's policy %s%s does not take workers back (bsp, ssp, "
+                 "asp, esync and fedavg do)",
                  p->ops->name, p->gdtopk ? " with STRATA_GDTOPK" : "");
     else if (eng_fatal(ctx))
         snprintf(buf, cap, "the job has failed");
@@ -213,6 +217,11 @@ void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
               eng_member_name(v), (long long)at, (long long)v->rejoin_from,
               (long long)at - 1, ctx->nworkers - c->ndropped, (long long)at);
     eng_launch_tell(&ctx->launch, "rejoined %d", v->peer.rank);
+    if (c->ss && eng_ss_rejoin(c->ss, w) != STRATA_OK) {
+        eng_fail(ctx, STRATA_ERR_STATE,
+                 "the State Server cannot count %s again", eng_member_name(v));
+        return;
+    }
     if (v->rejoin_lost) /* it went while its clock was agreed */
         eng_coord_drop_lost(ctx, v, v->drop_why);
     else

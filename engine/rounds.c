@@ -79,6 +79,7 @@ static strata_status_t eng_rounds_create(strata_ctx_t *ctx)
     r->fixed = p->round_steps;
     r->nonblocking = eng_config_int(ctx->cfg, ENG_CFG_ESYNC_NONBLOCKING) != 0;
     r->by_steps = p->weight_by_steps;
+    r->round = (uint64_t)ctx->start_clock; /* a rejoined worker's first */
     util_gate_init(&r->answered, 0);
     atomic_init(&r->answer, ENG_SS_NOT_READY);
     atomic_init(&r->ready_round, -1);

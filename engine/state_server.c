@@ -133,6 +133,25 @@ strata_status_t eng_ss_drop(eng_state_server_t *ss, uint32_t worker)
     return STRATA_OK;
 }
 
+strata_status_t eng_ss_rejoin(eng_state_server_t *ss, uint32_t worker)
+{
+    if (worker >= ss->p.workers || !ss->rec[worker].dead) {
+        util_error("state server: worker %" PRIu32 " cannot rejoin: %s", worker,
+                   worker >= ss->p.workers ? "it does not exist"
+                                           : "it was never dropped");
+        return STRATA_ERR_STATE;
+    }
+    ss_record_t *r = &ss->rec[worker];
+    double c = r->c, rtt = r->rtt;
+    bool known = r->known;
+    *r = (ss_record_t){.c = c,
+                       .rtt = rtt,
+                       .known = known,
+                       .stamp_ns = ss->p.clock(ss->p.clock_arg)};
+    ss->live++;
+    return STRATA_OK;
+}
+
 /* ---- decisions ---- */
 
 static strata_status_t ss_check_time(uint32_t worker, double seconds,

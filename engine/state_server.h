@@ -116,6 +116,11 @@ uint32_t eng_ss_expire(eng_state_server_t *ss);
 
 /* The engine saw a worker die (e.g. its connection closed). */
 strata_status_t eng_ss_drop(eng_state_server_t *ss, uint32_t worker);
+/* A dropped worker is back (a new process in its place, from the round the
+ * aggregators agreed): live again, heard from now, nothing done in the
+ * current round; its last step duration stands until it reports one. Not
+ * dropped: STRATA_ERR_STATE. */
+strata_status_t eng_ss_rejoin(eng_state_server_t *ss, uint32_t worker);
 
 bool eng_ss_is_live(const eng_state_server_t *ss, uint32_t worker);
 uint32_t eng_ss_live_count(const eng_state_server_t *ss);

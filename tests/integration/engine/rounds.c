@@ -19,6 +19,12 @@
  * why once continued (SIGCONT).
  * --tolerance X: relative (absolute below 1), for deltas weighted by steps,
  *               which are not exact.
+ * --rejoin PATH (with --die-in, --check equal): the last worker, killed,
+ * is started again (strata-run --restart) and rejoins at a round J
+ * (strata_clock() after strata_commit): its initial model must be the
+ * global model after J rounds, exactly; it creates PATH and syncs rounds J
+ * to the last. The others wait for PATH before their last round (at most
+ * 60 s), so the job still runs when it comes back.
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>
@@ -42,8 +48,10 @@ static const strata_dtype_t dtypes[NT] = {STRATA_FP32, STRATA_FP64,
 
 typedef struct opts {
     int rounds, die_in, sleep_ms, hang_in, hang_s, stop_in;
+    bool rejoined; /* this process rejoined the running job */
     bool distinct;
-    double tol; /* relative: deltas weighted by steps are not exact */
+    const char *rejoin; /* --rejoin PATH */
+    double tol;         /* relative: deltas weighted by steps are not exact */
 } opts_t;
 
 static void *param[NT], *grad[NT];
@@ -134,7 +142,7 @@ static int one_round(strata_ctx_t *ctx, const opts_t *o, int w, int last, int r,
                 set(t, j, expect[t][j] + delta(o, w, r, j));
         usleep((useconds_t)((w + 1) * (w + 1) * o->sleep_ms * 1000));
         steps++;
-        if (r == o->die_in && w == last)
+        if (r == o->die_in && w == last && !o->rejoined)
             raise(SIGKILL);
         if (r == o->stop_in && w == last && steps == 1)
             raise(SIGSTOP);
@@ -149,17 +157,63 @@ static int one_round(strata_ctx_t *ctx, const opts_t *o, int w, int last, int r,
     return 0;
 }
 
+/* The global model after `rounds` rounds (--check equal). */
+static void expect_after(int rounds)
+{
+    for (int r = 0; r < rounds; r++)
+        for (int t = 0; t < NT; t++)
+            for (size_t j = 0; j < sizes[t]; j++)
+                expect[t][j] += r + 1 + (double)(j % 3);
+}
+
+/* --rejoin: the others wait for the victim back before their last round. */
+static int wait_rejoined(const opts_t *o, int w)
+{
+    for (int i = 0; i < 6000 && access(o->rejoin, F_OK) != 0; i++)
+        usleep(10000);
+    if (access(o->rejoin, F_OK) == 0)
+        return 0;
+    fprintf(stderr,
+            "rounds: worker %d: the last worker did not rejoin "
+            "within 60 s\n",
+            w);
+    return 1;
+}
+
+/* --rejoin, in the new process: back at round J with the model of J. */
+static int rejoined(const opts_t *o, int w, int first)
+{
+    expect_after(first);
+    if (check(o, w, first - 1) != 0)
+        return 1;
+    FILE *f = fopen(o->rejoin, "w");
+    if (!f) {
+        perror(o->rejoin);
+        return 2;
+    }
+    fclose(f);
+    printf("worker %d: rejoined at round %d with its global model\n", w, first);
+    return 0;
+}
+
 static int run_worker(strata_ctx_t *ctx, const void *arg)
 {
-    const opts_t *o = arg;
+    opts_t *o = (opts_t *)arg;
     int nw = strata_num_workers(ctx), w = strata_worker_index(ctx);
     int rc = setup(ctx, w);
-    if (rc != 0 || (rc = check(o, w, -1)) != 0)
+    int first = rc == 0 ? (int)strata_clock(ctx) : 0;
+    o->rejoined = first > 0;
+    if (rc == 0)
+        rc = o->rejoined ? rejoined(o, w, first) : check(o, w, -1);
+    if (rc != 0)
         return rc;
     char counts[512] = "";
     size_t len = 0;
-    for (int r = 0; r < o->rounds; r++) {
+    for (int r = first; r < o->rounds; r++) {
         int steps;
+        if (o->rejoin && !o->rejoined && r == o->rounds - 1 &&
+            (rc = wait_rejoined(o, w)) != 0)
+            return rc;
         if ((rc = one_round(ctx, o, w, nw - 1, r, &steps)) != 0)
             return rc;
         int n =
@@ -175,7 +229,7 @@ static int run_worker(strata_ctx_t *ctx, const void *arg)
             return rc;
         if (len < sizeof(counts) - 16)
             len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%d",
-                                    r ? "," : "", steps);
+                                    r > first ? "," : "", steps);
     }
     printf("worker %d: %d rounds exact, local steps %s\n", w, o->rounds,
            counts);
@@ -193,6 +247,7 @@ int main(int argc, char **argv)
         {"hang-in", required_argument, NULL, 'h'},
         {"hang-s", required_argument, NULL, 'H'},
         {"stop-in", required_argument, NULL, 'S'},
+        {"rejoin", required_argument, NULL, 'j'},
         {NULL, 0, NULL, 0},
     };
     opts_t o = {.rounds = 4,
@@ -219,6 +274,8 @@ int main(int argc, char **argv)
             o.hang_s = atoi(optarg);
         else if (c == 'S')
             o.stop_in = atoi(optarg);
+        else if (c == 'j')
+            o.rejoin = optarg;
         else
             return 2;
     }

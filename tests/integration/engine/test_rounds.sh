@@ -3,7 +3,8 @@
 # esync blocking and non-blocking (fast workers take more local steps),
 # deltas weighted by local steps, fp32 and fp64; a worker killed during an
 # esync round and one during a fedavg round are dropped and the others go on,
-# as is one that falls silent during an esync round, also under strata-run.
+# as is one that falls silent during an esync round, also under strata-run;
+# a killed worker started again rejoins under esync and fedavg.
 RUN=$1 EXACT=$2 TRANSPORT=$3
 source "$(dirname "$0")/common.sh"
 export STRATA_TRANSPORT=$TRANSPORT
@@ -77,4 +78,25 @@ expect_rank 4 3 "this worker was dropped from the job, which goes on without it:
 for r in 0 1; do expect_rank $r 0 ""; done
 grep -q "dropping worker rank 4.*silent" "$LDIR/0.log" ||
   fail "esync: the silent worker was not dropped: $(cat "$LDIR/0.log")"
+# A worker killed in round 2 and started again by strata-run --restart
+# rejoins at a round J: its initial model is the global model of J,
+# exactly, and it syncs the rounds from J to the last with the others
+# (esync: the State Server counts it again; weighted by steps, its steps
+# are read from its new connection). The others wait for it before their
+# last round (a long timeout: a waiting esync worker is silent).
+for p in fedavg esync esync-steps; do
+  mark=$(mktemp -u "${TMPDIR:-/tmp}/strata-rounds-rejoin.XXXXXX")
+  OUT=$(within 90 env STRATA_POLICY=${p%-steps} STRATA_TIMEOUT_MS=30000 \
+    STRATA_ESYNC_WEIGHTING=$([ "$p" = esync-steps ] && echo steps || echo equal) \
+    "$RUN" -n 3 -a 2 --restart 1 -- "$EXACT" --rounds 6 --check equal \
+    --tolerance 1e-6 --die-in 2 --rejoin "$mark" 2>&1) ||
+    fail "$p: a worker killed and started again: the job failed: $OUT"
+  rm -f "$mark"
+  [ "$(grep -c '6 rounds exact' <<<"$OUT")" -eq 3 ] ||
+    fail "$p: not every worker (the rejoined one too) synced exact rounds: $OUT"
+  grep -q "worker 2: rejoined at round [1-5] with its global model" <<<"$OUT" ||
+    fail "$p: the restarted worker did not rejoin with the global model: $OUT"
+  grep -qE "worker rank 4 .* rejoined: it trains from clock [1-5]; .* 3 workers train on" <<<"$OUT" ||
+    fail "$p: the coordinator did not count the rejoined worker: $OUT"
+done
 echo "fedavg, esync (blocking, non-blocking, weighted) and a killed worker hold over $TRANSPORT"

@@ -313,6 +313,42 @@ static void expire_and_drop(void **state)
     eng_ss_destroy(ss);
 }
 
+/* A dropped worker back (rejoin): live again, heard from the moment it is
+ * back, its queries taken; rejoining one not dropped is an error. */
+static void a_dropped_worker_rejoins(void **state)
+{
+    (void)state;
+    sim_t s = {.n = 3, .c = {1, 1, 1}, .eps = 0.1};
+    now_ns = 0;
+    eng_state_server_t *ss = make(&s, 2);
+    eng_ss_decision_t d;
+    for (uint32_t w = 0; w < 3; w++) {
+        eng_ss_query_t q = {w, 0, 0, 1.0, 0};
+        assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
+    }
+    assert_int_equal(eng_ss_drop(ss, 1), STRATA_OK);
+    assert_int_equal(eng_ss_live_count(ss), 2);
+    eng_ss_query_t q1 = {1, 0, 1, 1.0, 0};
+    assert_int_equal(eng_ss_query(ss, &q1, &d), STRATA_ERR_PEER);
+    test_log_expect("worker 1 was dropped");
+    now_ns = (int64_t)(2.5 * NS); /* the others' silence: 2.5 s < 3 s */
+    assert_int_equal(eng_ss_rejoin(ss, 1), STRATA_OK);
+    assert_true(eng_ss_is_live(ss, 1));
+    assert_int_equal(eng_ss_live_count(ss), 3);
+    assert_int_equal(eng_ss_rejoin(ss, 1), STRATA_ERR_STATE);
+    test_log_expect("worker 1 cannot rejoin: it was never dropped");
+    assert_int_equal(eng_ss_rejoin(ss, 3), STRATA_ERR_STATE);
+    test_log_expect("worker 3 cannot rejoin: it does not exist");
+    /* Its silence counts from its return: at 5.4 s the others (heard at
+     * 0) are dropped, it is not (2.9 s < timeout + its step). */
+    now_ns = (int64_t)(5.4 * NS);
+    assert_int_equal(eng_ss_expire(ss), 2);
+    test_log_expect_n(2, "dropped from round 0");
+    assert_true(eng_ss_is_live(ss, 1));
+    assert_int_equal(eng_ss_query(ss, &q1, &d), STRATA_OK);
+    eng_ss_destroy(ss);
+}
+
 /* A worker aggregating (its delta pushed, waiting for the model) is not
  * silent; once the next round starts its silence counts from then. */
 static void an_aggregating_worker_is_not_dropped(void **state)
@@ -408,6 +444,7 @@ int main(void)
         T(nobody_is_ready_before_the_slowest_starts_the_round),
         T(a_silent_worker_is_dropped_and_the_round_goes_on),
         T(expire_and_drop),
+        T(a_dropped_worker_rejoins),
         T(an_aggregating_worker_is_not_dropped),
         T(bad_queries_are_refused),
         T(parameters_come_from_the_configuration),
