@@ -4,7 +4,7 @@
 #
 #   perf/multihost/bench-netns.sh BUILD [--workers W] [--aggs 1,2]
 #       [--rates 1gbit,10gbit] [--sizes 1M:16M] [--rounds R] [--iters N]
-#       [--min-workers N] [--out DIR]
+#       [--min-workers N] [--partition-bytes P] [--out DIR]
 #
 # Hosts: aggregators a on host a (one per host), the W workers on hosts of
 # their own after them; links (both directions) shaped with tbf, 20 ms
@@ -26,6 +26,8 @@
 # A job that may go on without a worker reduces a clock only once every
 # worker's whole clock landed, so its pulls cannot overlap its pushes;
 # --min-workers W (fail on a lost worker, as MPI does) lets them.
+# --partition-bytes: strata-bench-pushpull's (default: the engine's pick for
+# the size and S); a run per value measures the partition rule.
 # Needs root (emulated hosts); the figures are only comparable within a run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -34,6 +36,7 @@ nsc=$here/../../tests/multihost/nscluster
 BUILD=$(cd "$1" && pwd)
 shift
 W=2 aggs=1,2 rates=1gbit,10gbit sizes=1M:16M rounds=3 iters="" out="" minw=1
+part=""
 args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -44,6 +47,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --min-workers) minw=$2; shift 2 ;;
+    --partition-bytes) part=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "bench-netns: unknown option $1" >&2; exit 2 ;;
     esac
@@ -60,7 +64,7 @@ fi
 mkdir -p "$out"
 export PATH=$BUILD/bin:$PATH
 for v in $(env | grep -o '^STRATA_[A-Z0-9_]*' || true); do unset "$v"; done
-echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds, STRATA_MIN_WORKERS=$minw"
+echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds, STRATA_MIN_WORKERS=$minw, partition ${part:-auto}"
 echo "# load at start: $(uptime)"
 echo "# raw results in $out"
 
@@ -85,6 +89,7 @@ for ((round = 1; round <= rounds; round++)); do
             tag="$rate-S$s-r$round"
             extra=()
             [ -z "$iters" ] || extra=(--iters "$iters")
+            [ -z "$part" ] || extra+=(--partition-bytes "$part")
             if ! "$here/../../tests/multihost/mhrun" --launch mpirun --spmd -n "$W" -a "$s" \
                 --map "${map%,}" --coord file --timeout 900 \
                 -e STRATA_MIN_WORKERS="$minw" -- \
