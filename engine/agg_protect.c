@@ -2,16 +2,17 @@
  * The aggregator's part of shard protection (engine/protect.h has the code
  * and its geometry; docs/engine.md says what is covered).
  *
- * Every STRATA_PROTECT_EVERY clocks, right after the update that brings a
- * partition's slowest group to the protected clock c, the partition (model,
+ * At the clock c the coordinator names (STRATA_PROTECT_EVERY first, then
+ * one after each agreement or miss: coord_protect.c), right after the
+ * update that brings a partition's slowest group to c, the partition (model,
  * momentum, an fp16 or bf16 model's fp32 master) is copied into a snapshot
  * of the shard, as a checkpoint is (agg_ckpt.c). Once every partition is
  * in, each of the snapshot's k pieces goes to the m holders of its
  * stripe's parity, in chunks of one control message, relayed by the
  * coordinator (aggregators have no connections between them). Chunks go
  * out only while this rank's control backlog is empty, so that the data
- * path's own messages never queue behind them; a protected clock that
- * comes while the previous snapshot is still going out is skipped.
+ * path's own messages never queue behind them. A partition that passes c
+ * before it was copied makes the aggregator say c missed.
  *
  * A holder adds each chunk's share to the parity fragment it is building
  * for c (ec_encode_data_update) and seals it with its CRC32C once every
@@ -20,6 +21,12 @@
  * abandons an incomplete fragment. A sealed fragment is checked against
  * its CRC32C when a newer one replaces it and when the aggregator
  * finishes: one that fails is named in a warning and dropped.
+ *
+ * The snapshot and the parity of the agreed clock are kept until the next
+ * one is agreed (PROTECT). When an aggregator is lost, every survivor
+ * sends its fragment of each of the lost shard's stripes at the agreed
+ * clock to the rebuilder (REBUILD, FRAG), which decodes the shard and
+ * checks it against the CRC32C its owner said of it (REBUILT).
  */
 #include <inttypes.h>
 #include <string.h>
@@ -35,26 +42,58 @@
 _Static_assert(ENG_PROTECT_CHUNK + 50 <= TP_MSG_MAX,
                "a PIECE fits one control message");
 
+/* Messages a fragment goes in, and the bytes of the one at `off`. */
+static uint64_t eng_protect_chunks(const eng_protect_t *p)
+{
+    return (p->frag + ENG_PROTECT_CHUNK - 1) / ENG_PROTECT_CHUNK;
+}
+
+static uint64_t eng_protect_chunk_len(const eng_protect_t *p, uint64_t off)
+{
+    return p->frag - off < ENG_PROTECT_CHUNK ? p->frag - off
+                                             : ENG_PROTECT_CHUNK;
+}
+
 /* A parity fragment this aggregator holds. */
 typedef struct eng_held {
+    eng_frag_t agreed;   /* of the agreed clock; clock -1: none */
     eng_frag_t sealed;   /* clock -1: none (or dropped) */
     eng_frag_t building; /* clock -1: none */
     uint64_t in, want;   /* bytes of shares added, and of the stripe's */
 } eng_held_t;
 
+/* A lost shard being rebuilt here: every survivor's fragment of each of
+ * its k stripes (have[i * (n - 1) + h]) and the bytes of them in. */
+typedef struct eng_rebuild {
+    uint32_t lost;
+    int64_t clock;
+    uint32_t crc; /* what the lost aggregator said of its snapshot */
+    eng_frag_t *have;
+    uint64_t in, want;
+    unsigned char *shard; /* k * frag: the rebuilt shard */
+} eng_rebuild_t;
+
 struct eng_agg_protect {
     eng_protect_t geo;
-    int64_t every, next; /* clocks */
+    int64_t every, next; /* clocks; next: the one named, 0: none */
     unsigned char *snap; /* k * frag: the shard at snap_clock, zero past it */
+    unsigned char *kept; /* ... at the agreed clock kept_clock */
     uint64_t payload;    /* this shard's bytes in the snapshot */
     uint32_t ncopied;    /* partitions copied for `next` */
-    int64_t snap_clock;
+    int64_t snap_clock, kept_clock;
+    uint32_t snap_crc;      /* of the snapshot's payload */
     uint64_t cursor, total; /* chunks of the snapshot sent, and to send */
     uint64_t skipped;
     eng_held_t *held; /* [m] */
     int64_t reported; /* the last clock said PROTECTED of, 0: none */
     int64_t flip_at;  /* STRATA_PROTECT_FLIP, 0: never */
     bool sealed_once;
+    /* Sending this aggregator's fragments of a lost shard to its
+     * rebuilder: the rebuild (lost: -1 none), where to, chunks sent. */
+    int64_t out_lost, out_clock;
+    uint32_t out_to;
+    uint64_t out_cursor, out_total;
+    eng_rebuild_t *rb; /* the rebuild done here, if any */
 };
 
 /* The bytes shard s keeps in a snapshot: its model, then the momentum and
@@ -90,10 +129,11 @@ static strata_status_t eng_protect_held_init(eng_agg_t *a,
         eng_held_t *h = &pr->held[j];
         uint32_t s = eng_protect_parity_stripe(p, a->shard, j);
         h->sealed = (eng_frag_t){.stripe = s, .index = p->k + j, .clock = -1};
-        h->building = h->sealed;
+        h->agreed = h->building = h->sealed;
+        h->agreed.bytes = util_aligned_alloc(64, p->frag);
         h->sealed.bytes = util_aligned_alloc(64, p->frag);
         h->building.bytes = util_aligned_alloc(64, p->frag);
-        if (!h->sealed.bytes || !h->building.bytes)
+        if (!h->agreed.bytes || !h->sealed.bytes || !h->building.bytes)
             return STRATA_ERR_NOMEM;
         for (uint32_t i = 0; i < p->k; i++) {
             uint32_t holder = eng_protect_holder(p, s, i);
@@ -105,6 +145,8 @@ static strata_status_t eng_protect_held_init(eng_agg_t *a,
     }
     return STRATA_OK;
 }
+
+static void eng_protect_report(strata_ctx_t *ctx, int64_t clock);
 
 strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
 {
@@ -130,7 +172,7 @@ strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
         return STRATA_ERR_NOMEM;
     a->prot = pr;
     pr->every = pr->next = every;
-    pr->snap_clock = -1;
+    pr->snap_clock = pr->kept_clock = pr->out_lost = -1;
     pr->flip_at = eng_config_int(ctx->cfg, ENG_CFG_PROTECT_FLIP);
     uint64_t largest = 0;
     for (uint32_t s = 0; s < (uint32_t)ctx->naggs; s++) {
@@ -144,9 +186,11 @@ strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
     const eng_protect_t *p = &pr->geo;
     pr->payload = eng_protect_payload(a, a->shard);
     pr->snap = util_aligned_alloc(64, (size_t)p->k * p->frag);
-    if (!pr->snap)
+    pr->kept = util_aligned_alloc(64, (size_t)p->k * p->frag);
+    if (!pr->snap || !pr->kept)
         return STRATA_ERR_NOMEM;
     memset(pr->snap, 0, (size_t)p->k * p->frag);
+    memset(pr->kept, 0, (size_t)p->k * p->frag);
     uint64_t off = a->layout->shard_bytes[a->shard];
     for (uint32_t i = 0; i < a->nparts; i++) {
         eng_apart_t *ap = &a->parts[i];
@@ -161,20 +205,63 @@ strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
     util_info("shard %u: protected every %" PRId64 " clocks by %u parity "
               "fragments across %d aggregators (%" PRIu64 " bytes each)",
               a->shard, every, m, ctx->naggs, p->frag);
+    eng_protect_report(ctx, pr->next); /* nothing to do here: done */
     return STRATA_OK;
 }
 
-static void eng_protect_skip(eng_agg_t *a, int64_t clock, const char *why)
+/* PROTECTED of a clock to the coordinator: this aggregator's part of it
+ * done (with its snapshot's CRC32C), or missed. */
+static void eng_protect_say(strata_ctx_t *ctx, int64_t clock, bool missed)
 {
+    struct eng_agg_protect *pr = ctx->agg->prot;
+    pr->reported = clock;
+    unsigned char buf[40];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_PROTECTED);
+    eng_put_i64(&w, clock);
+    eng_put_u8(&w, missed);
+    eng_put_u32(&w, missed ? 0 : pr->snap_crc);
+    eng_put_i64(&w, eng_agg_reached(ctx));
+    strata_status_t st = eng_send(&ctx->coord_peer, &w, NULL);
+    if (st != STRATA_OK) /* the coordinator is gone: its disconnect says */
+        util_debug("cannot say PROTECTED of clock %" PRId64 ": %s", clock,
+                   strata_strerror(st));
+}
+
+/* Says PROTECTED of the named clock once this aggregator's part of it is
+ * done: its pieces of the clock all sent (an aggregator without partitions
+ * has none) and every parity fragment it holds that is not all zero sealed
+ * at that clock. */
+static void eng_protect_report(strata_ctx_t *ctx, int64_t clock)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    if (clock != pr->next || clock <= pr->reported ||
+        (a->nparts && (pr->snap_clock != clock || pr->cursor < pr->total)))
+        return;
+    for (uint32_t j = 0; j < pr->geo.m; j++)
+        if (pr->held[j].want && pr->held[j].sealed.clock != clock)
+            return;
+    eng_protect_say(ctx, clock, false);
+}
+
+/* The named clock is out of reach (a partition moved past it first): the
+ * coordinator names another. */
+static void eng_protect_missed(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
     if (pr->skipped++ == 0)
         util_warn("shard %u: protection of clock %" PRId64
-                  " skipped: %s (further skips are logged at debug level)",
-                  a->shard, pr->next, why);
+                  " missed: a partition moved past it first (the "
+                  "coordinator names another; further misses are logged at "
+                  "debug level)",
+                  a->shard, pr->next);
     else
-        util_debug("shard %u: protection of clock %" PRId64 " skipped: %s",
-                   a->shard, pr->next, why);
-    pr->next = (clock / pr->every + 1) * pr->every;
+        util_debug("shard %u: protection of clock %" PRId64 " missed", a->shard,
+                   pr->next);
+    eng_protect_say(ctx, pr->next, true);
+    pr->next = 0;
     pr->ncopied = 0;
 }
 
@@ -198,17 +285,13 @@ void eng_agg_protect_note(strata_ctx_t *ctx, uint32_t i)
     eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
     eng_apart_t *ap = &a->parts[i];
-    if (!pr)
+    if (!pr || pr->next == 0 || pr->snap_clock == pr->next)
         return;
     int64_t c = eng_tracker_min_clock(ap->tracker);
     if (c < pr->next || c == ENG_TRACKER_INF || ap->prot_at == pr->next)
         return;
     if (c > pr->next) {
-        eng_protect_skip(a, c, "a partition moved past it first");
-        return;
-    }
-    if (pr->cursor < pr->total) {
-        eng_protect_skip(a, c, "the previous snapshot is still going out");
+        eng_protect_missed(ctx);
         return;
     }
     eng_protect_copy(a, ap);
@@ -216,54 +299,27 @@ void eng_agg_protect_note(strata_ctx_t *ctx, uint32_t i)
     if (++pr->ncopied < a->nparts)
         return;
     const eng_protect_t *p = &pr->geo;
-    uint64_t chunks = (p->frag + ENG_PROTECT_CHUNK - 1) / ENG_PROTECT_CHUNK;
+    uint64_t chunks = eng_protect_chunks(p);
     pr->snap_clock = pr->next;
+    pr->snap_crc = strata_crc32c(0, pr->snap, pr->payload);
     pr->cursor = 0;
     pr->total = eng_protect_npieces(p, pr->payload) * p->m * chunks;
-    pr->next += pr->every;
     pr->ncopied = 0;
     eng_agg_protect_flush(ctx);
 }
 
-/* Says PROTECTED of `clock` to the coordinator once this aggregator's part
- * of it is done: its pieces of the clock all sent (an aggregator without
- * partitions has none) and every parity fragment it holds that is not all
- * zero sealed at that clock. */
-static void eng_protect_report(strata_ctx_t *ctx, int64_t clock)
+/* The snapshot's pieces, while the control backlog is empty. */
+static void eng_protect_send_pieces(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
-    if (clock <= pr->reported ||
-        (a->nparts && (pr->snap_clock != clock || pr->cursor < pr->total)))
-        return;
-    for (uint32_t j = 0; j < pr->geo.m; j++)
-        if (pr->held[j].want && pr->held[j].sealed.clock != clock)
-            return;
-    pr->reported = clock;
-    unsigned char buf[16];
-    eng_wbuf_t w;
-    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_PROTECTED);
-    eng_put_i64(&w, clock);
-    strata_status_t st = eng_send(&ctx->coord_peer, &w, NULL);
-    if (st != STRATA_OK) /* the coordinator is gone: its disconnect says */
-        util_debug("cannot say PROTECTED of clock %" PRId64 ": %s", clock,
-                   strata_strerror(st));
-}
-
-void eng_agg_protect_flush(strata_ctx_t *ctx)
-{
-    eng_agg_t *a = ctx->agg;
-    struct eng_agg_protect *pr = a->prot;
-    if (!pr)
-        return;
     const eng_protect_t *p = &pr->geo;
-    uint64_t chunks = (p->frag + ENG_PROTECT_CHUNK - 1) / ENG_PROTECT_CHUNK;
+    uint64_t chunks = eng_protect_chunks(p);
     while (pr->cursor < pr->total && !ctx->msgs.head) {
         uint32_t i = (uint32_t)(pr->cursor / (p->m * chunks));
         uint32_t j = (uint32_t)(pr->cursor / chunks % p->m);
         uint64_t off = pr->cursor % chunks * ENG_PROTECT_CHUNK;
-        uint64_t len = p->frag - off < ENG_PROTECT_CHUNK ? p->frag - off
-                                                         : ENG_PROTECT_CHUNK;
+        uint64_t len = eng_protect_chunk_len(p, off);
         uint32_t s = eng_protect_data_stripe(p, a->shard, i);
         unsigned char buf[TP_MSG_MAX];
         eng_wbuf_t w;
@@ -292,6 +348,103 @@ void eng_agg_protect_flush(strata_ctx_t *ctx)
             eng_protect_report(ctx, pr->snap_clock);
         }
     }
+}
+
+/* This aggregator's fragment of stripe s at `clock` (data from the kept
+ * snapshot, parity it holds), or NULL (logged) if it holds none of it. */
+static const eng_frag_t *eng_protect_mine(strata_ctx_t *ctx, uint32_t s,
+                                          int64_t clock, eng_frag_t *data)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    const eng_protect_t *p = &pr->geo;
+    uint32_t f = 0;
+    while (eng_protect_holder(p, s, f) != a->shard)
+        f++;
+    if (f < p->k) {
+        if (pr->kept_clock != clock && !(a->nparts == 0 && pr->payload == 0))
+            return NULL;
+        *data = (eng_frag_t){.stripe = s, .index = f, .clock = clock};
+        data->bytes = pr->kept + (uint64_t)f * p->frag;
+        data->crc = strata_crc32c(0, data->bytes, p->frag);
+        return data;
+    }
+    eng_held_t *h = &pr->held[f - p->k];
+    if (!h->want && h->agreed.clock != clock) { /* an all-zero stripe */
+        memset(h->agreed.bytes, 0, p->frag);
+        h->agreed.clock = clock;
+        eng_protect_seal(p, &h->agreed);
+    }
+    return h->agreed.clock == clock ? &h->agreed : NULL;
+}
+
+/* REBUILT to the coordinator: the outcome of a rebuild (why: "" if ok). */
+static void eng_protect_rebuilt(strata_ctx_t *ctx, uint32_t lost, int64_t clock,
+                                uint64_t bytes, const char *why)
+{
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_REBUILT);
+    eng_put_u32(&w, lost);
+    eng_put_i64(&w, clock);
+    eng_put_u8(&w, why[0] == '\0');
+    eng_put_u64(&w, bytes);
+    eng_put_str(&w, why);
+    if (eng_send(&ctx->coord_peer, &w, NULL) != STRATA_OK)
+        util_debug("cannot say REBUILT of shard %u", lost);
+}
+
+/* This aggregator's fragments of the lost shard's stripes, to the
+ * rebuilder, while the control backlog is empty. */
+static void eng_protect_send_frags(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    const eng_protect_t *p = &pr->geo;
+    uint64_t chunks = eng_protect_chunks(p);
+    while (pr->out_cursor < pr->out_total && !ctx->msgs.head) {
+        uint32_t i = (uint32_t)(pr->out_cursor / chunks);
+        uint64_t off = pr->out_cursor % chunks * ENG_PROTECT_CHUNK;
+        uint64_t len = eng_protect_chunk_len(p, off);
+        uint32_t s = eng_protect_data_stripe(p, (uint32_t)pr->out_lost, i);
+        eng_frag_t data;
+        const eng_frag_t *f = eng_protect_mine(ctx, s, pr->out_clock, &data);
+        if (!f) {
+            char why[160];
+            snprintf(why, sizeof(why),
+                     "aggregator %u holds no fragment of stripe %u at clock "
+                     "%" PRId64,
+                     a->shard, s, pr->out_clock);
+            eng_protect_rebuilt(ctx, (uint32_t)pr->out_lost, pr->out_clock, 0,
+                                why);
+            pr->out_cursor = pr->out_total;
+            return;
+        }
+        unsigned char buf[TP_MSG_MAX];
+        eng_wbuf_t w;
+        eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_FRAG);
+        eng_put_u32(&w, pr->out_to);
+        eng_put_u32(&w, (uint32_t)pr->out_lost);
+        eng_put_u32(&w, s);
+        eng_put_u32(&w, f->index);
+        eng_put_i64(&w, f->clock);
+        eng_put_u32(&w, f->crc);
+        eng_put_u64(&w, off);
+        eng_put_bytes(&w, f->bytes + off, (uint32_t)len);
+        if (eng_send(&ctx->coord_peer, &w, NULL) != STRATA_OK) {
+            pr->out_cursor = pr->out_total; /* the coordinator is gone */
+            return;
+        }
+        pr->out_cursor++;
+    }
+}
+
+void eng_agg_protect_flush(strata_ctx_t *ctx)
+{
+    if (!ctx->agg->prot)
+        return;
+    eng_protect_send_pieces(ctx);
+    eng_protect_send_frags(ctx);
 }
 
 /* Every share of the fragment is in: it replaces the sealed one, which is
@@ -328,7 +481,7 @@ static void eng_protect_held_seal(strata_ctx_t *ctx, eng_held_t *h)
     eng_protect_report(ctx, h->sealed.clock);
 }
 
-strata_status_t eng_agg_protect_piece(strata_ctx_t *ctx, eng_rbuf_t *r)
+static strata_status_t eng_protect_on_piece(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
@@ -341,13 +494,12 @@ strata_status_t eng_agg_protect_piece(strata_ctx_t *ctx, eng_rbuf_t *r)
     const unsigned char *bytes = eng_get_bytes(r, &len);
     if (!eng_rbuf_ok(r))
         return STRATA_ERR_PROTO;
-    if (!pr || pr->geo.m != m || pr->geo.frag != frag) {
+    if (pr->geo.m != m || pr->geo.frag != frag) {
         util_error("shard %u: a protection piece of %u parity fragments of "
                    "%" PRIu64 " bytes came, but here %u of %" PRIu64
                    ": STRATA_PROTECT_EVERY and STRATA_PROTECT_PARITY must be "
                    "the same on every aggregator",
-                   a->shard, m, frag, pr ? pr->geo.m : 0,
-                   pr ? pr->geo.frag : 0);
+                   a->shard, m, frag, pr->geo.m, pr->geo.frag);
         return STRATA_ERR_CONFIG;
     }
     const eng_protect_t *p = &pr->geo;
@@ -378,6 +530,221 @@ strata_status_t eng_agg_protect_piece(strata_ctx_t *ctx, eng_rbuf_t *r)
     return STRATA_OK;
 }
 
+/* PROTECT: the coordinator agreed a clock (its data and parity are kept
+ * until the next is agreed) and names the next one to protect. */
+static strata_status_t eng_protect_on_protect(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    int64_t agreed = eng_get_i64(r), next = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || agreed < 0 || next < 1)
+        return STRATA_ERR_PROTO;
+    if (agreed > pr->kept_clock && agreed == pr->snap_clock) {
+        unsigned char *t = pr->kept;
+        pr->kept = pr->snap;
+        pr->snap = t;
+        pr->kept_clock = agreed;
+    }
+    for (uint32_t j = 0; j < pr->geo.m; j++) {
+        eng_held_t *h = &pr->held[j];
+        if (agreed > 0 && h->sealed.clock == agreed) {
+            eng_frag_t t = h->agreed;
+            h->agreed = h->sealed;
+            h->sealed = t;
+        }
+    }
+    if (pr->cursor < pr->total)
+        util_debug("shard %u: the pieces of clock %" PRId64 " abandoned",
+                   a->shard, pr->snap_clock);
+    pr->cursor = pr->total;
+    pr->next = next;
+    pr->ncopied = 0;
+    for (uint32_t i = 0; i < a->nparts && pr->next; i++)
+        eng_agg_protect_note(ctx, i); /* one already at the clock */
+    eng_protect_report(ctx, next);
+    return STRATA_OK;
+}
+
+/* Every survivor's fragment of every stripe of the lost shard is in:
+ * decode it and check it against what the lost aggregator said of it. */
+static void eng_protect_decode(strata_ctx_t *ctx)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    const eng_protect_t *p = &pr->geo;
+    eng_rebuild_t *rb = pr->rb;
+    char why[200] = "";
+    uint64_t bytes = eng_protect_payload(a, rb->lost);
+    for (uint32_t i = 0; i < p->k && !why[0]; i++) {
+        uint32_t s = eng_protect_data_stripe(p, rb->lost, i);
+        if (eng_protect_rebuild(p, s, rb->clock, &rb->have[i * (p->n - 1)],
+                                p->n - 1, i,
+                                rb->shard + (uint64_t)i * p->frag) != STRATA_OK)
+            snprintf(why, sizeof(why),
+                     "stripe %u has fewer than %u good fragments", s, p->k);
+    }
+    uint32_t crc = strata_crc32c(0, rb->shard, bytes);
+    if (!why[0] && crc != rb->crc)
+        snprintf(why, sizeof(why),
+                 "the rebuilt shard's CRC32C is %08x, the lost aggregator's "
+                 "snapshot had %08x",
+                 crc, rb->crc);
+    if (!why[0])
+        util_info("shard %u: rebuilt the shard of aggregator %u at clock "
+                  "%" PRId64 " (%" PRIu64 " bytes, CRC32C %08x)",
+                  a->shard, rb->lost, rb->clock, bytes, crc);
+    eng_protect_rebuilt(ctx, rb->lost, rb->clock, bytes, why);
+}
+
+static void eng_rebuild_free(eng_rebuild_t *rb, uint32_t nfrags)
+{
+    if (!rb)
+        return;
+    for (uint32_t f = 0; rb->have && f < nfrags; f++)
+        util_free(rb->have[f].bytes);
+    util_free(rb->have);
+    util_free(rb->shard);
+    util_free(rb);
+}
+
+/* The rebuilder's buffers, and its own fragments in them. */
+static strata_status_t eng_protect_rebuild_start(strata_ctx_t *ctx,
+                                                 uint32_t lost, int64_t clock,
+                                                 uint32_t crc)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    const eng_protect_t *p = &pr->geo;
+    uint32_t per = p->n - 1, nfrags = p->k * per;
+    eng_rebuild_t *rb = util_calloc(1, sizeof(*rb));
+    if (!rb || !(rb->have = util_calloc(nfrags, sizeof(*rb->have))) ||
+        !(rb->shard = util_aligned_alloc(64, (size_t)p->k * p->frag)))
+        goto nomem;
+    pr->rb = rb;
+    *rb = (eng_rebuild_t){.lost = lost,
+                          .clock = clock,
+                          .crc = crc,
+                          .have = rb->have,
+                          .shard = rb->shard,
+                          .want = (uint64_t)p->k * (per - 1) * p->frag};
+    for (uint32_t f = 0; f < nfrags; f++) {
+        rb->have[f].clock = -1;
+        if (!(rb->have[f].bytes = util_aligned_alloc(64, p->frag)))
+            goto nomem;
+    }
+    for (uint32_t i = 0; i < p->k; i++) {
+        uint32_t s = eng_protect_data_stripe(p, lost, i);
+        eng_frag_t data;
+        const eng_frag_t *f = eng_protect_mine(ctx, s, clock, &data);
+        if (!f) {
+            char why[160];
+            snprintf(why, sizeof(why),
+                     "aggregator %u holds no fragment of stripe %u at clock "
+                     "%" PRId64,
+                     a->shard, s, clock);
+            eng_protect_rebuilt(ctx, lost, clock, 0, why);
+            return STRATA_OK;
+        }
+        eng_frag_t *h =
+            &rb->have[i * per + (f->index < i ? f->index : f->index - 1)];
+        unsigned char *bytes = h->bytes;
+        *h = *f;
+        h->bytes = bytes;
+        memcpy(h->bytes, f->bytes, p->frag);
+    }
+    if (rb->want == 0)
+        eng_protect_decode(ctx);
+    return STRATA_OK;
+nomem:
+    util_error("out of memory for rebuilding the shard of aggregator %u", lost);
+    return STRATA_ERR_NOMEM;
+}
+
+/* REBUILD: aggregator `lost` is gone; send this one's fragments of its
+ * stripes at `clock` to aggregator `by`, which rebuilds it. */
+static strata_status_t eng_protect_on_rebuild(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    const eng_protect_t *p = &pr->geo;
+    uint32_t lost = eng_get_u32(r);
+    int64_t clock = eng_get_i64(r);
+    uint32_t by = eng_get_u32(r), crc = eng_get_u32(r);
+    if (!eng_rbuf_ok(r) || lost >= p->n || by >= p->n || lost == a->shard ||
+        by == lost || clock < 1 || pr->out_lost >= 0)
+        return STRATA_ERR_PROTO;
+    util_info("shard %u: aggregator %u is lost; its shard is rebuilt at "
+              "clock %" PRId64 " by aggregator %u",
+              a->shard, lost, clock, by);
+    if (by == a->shard)
+        return eng_protect_rebuild_start(ctx, lost, clock, crc);
+    uint64_t chunks = eng_protect_chunks(p);
+    pr->out_lost = lost;
+    pr->out_clock = clock;
+    pr->out_to = by;
+    pr->out_cursor = 0;
+    pr->out_total = p->k * chunks;
+    eng_agg_protect_flush(ctx);
+    return STRATA_OK;
+}
+
+/* FRAG: a chunk of a survivor's fragment of the shard rebuilt here. */
+static strata_status_t eng_protect_on_frag(strata_ctx_t *ctx, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    const eng_protect_t *p = &pr->geo;
+    eng_rebuild_t *rb = pr->rb;
+    uint32_t dst = eng_get_u32(r), lost = eng_get_u32(r);
+    uint32_t s = eng_get_u32(r), index = eng_get_u32(r);
+    int64_t clock = eng_get_i64(r);
+    uint32_t crc = eng_get_u32(r);
+    uint64_t off = eng_get_u64(r);
+    uint32_t len;
+    const unsigned char *bytes = eng_get_bytes(r, &len);
+    uint32_t i = 0;
+    while (i < p->k && eng_protect_data_stripe(p, lost, i) != s)
+        i++;
+    if (!eng_rbuf_ok(r) || !rb || dst != a->shard || lost != rb->lost ||
+        i == p->k || index >= p->n || index == i || off > p->frag ||
+        len > p->frag - off || rb->in + len > rb->want)
+        return STRATA_ERR_PROTO;
+    eng_frag_t *h = &rb->have[i * (p->n - 1) + (index < i ? index : index - 1)];
+    h->stripe = s;
+    h->index = index;
+    h->clock = clock;
+    h->crc = crc;
+    memcpy(h->bytes + off, bytes, len);
+    rb->in += len;
+    if (rb->in == rb->want)
+        eng_protect_decode(ctx);
+    return STRATA_OK;
+}
+
+strata_status_t eng_agg_protect_msg(strata_ctx_t *ctx, unsigned type,
+                                    eng_rbuf_t *r)
+{
+    if (!ctx->agg->prot) {
+        util_error("shard %u: a shard protection message %s came, but "
+                   "STRATA_PROTECT_EVERY is off here: it must be the same on "
+                   "every aggregator",
+                   ctx->agg->shard, eng_msg_name(type));
+        return STRATA_ERR_CONFIG;
+    }
+    switch (type) {
+    case ENG_MSG_PIECE:
+        return eng_protect_on_piece(ctx, r);
+    case ENG_MSG_PROTECT:
+        return eng_protect_on_protect(ctx, r);
+    case ENG_MSG_REBUILD:
+        return eng_protect_on_rebuild(ctx, r);
+    case ENG_MSG_FRAG:
+        return eng_protect_on_frag(ctx, r);
+    default:
+        return STRATA_ERR_PROTO;
+    }
+}
+
 void eng_agg_protect_free(eng_agg_t *a)
 {
     struct eng_agg_protect *pr = a->prot;
@@ -387,11 +754,16 @@ void eng_agg_protect_free(eng_agg_t *a)
         eng_held_t *h = &pr->held[j];
         if (h->sealed.clock >= 0 && h->sealed.bytes)
             eng_protect_intact(&pr->geo, &h->sealed);
+        if (h->agreed.clock >= 0 && h->agreed.bytes)
+            eng_protect_intact(&pr->geo, &h->agreed);
+        util_free(h->agreed.bytes);
         util_free(h->sealed.bytes);
         util_free(h->building.bytes);
     }
+    eng_rebuild_free(pr->rb, pr->geo.k * (pr->geo.n - 1));
     util_free(pr->held);
     util_free(pr->snap);
+    util_free(pr->kept);
     eng_protect_fini(&pr->geo);
     util_free(pr);
     a->prot = NULL;

@@ -387,8 +387,10 @@ static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
         st = eng_shard_setup(ctx);
     else if ((type == ENG_MSG_DROP_ASK || type == ENG_MSG_DROP) && a->layout)
         st = eng_agg_drop_msg(ctx, type, r);
-    else if (type == ENG_MSG_PIECE && a->layout)
-        st = eng_agg_protect_piece(ctx, r);
+    else if ((type == ENG_MSG_PIECE || type == ENG_MSG_PROTECT ||
+              type == ENG_MSG_REBUILD || type == ENG_MSG_FRAG) &&
+             a->layout)
+        st = eng_agg_protect_msg(ctx, type, r);
     else if ((type == ENG_MSG_REJOIN_ASK || type == ENG_MSG_REJOIN) &&
              a->layout)
         st = eng_agg_rejoin_msg(ctx, type, r);

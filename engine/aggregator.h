@@ -219,9 +219,13 @@ void eng_agg_protect_note(strata_ctx_t *ctx, uint32_t i);
 /* Every turn of the loop: send the snapshot's pieces while the control
  * backlog is empty. */
 void eng_agg_protect_flush(strata_ctx_t *ctx);
-/* PIECE, relayed by the coordinator: a chunk of another aggregator's
- * snapshot for a parity fragment held here. */
-strata_status_t eng_agg_protect_piece(strata_ctx_t *ctx, eng_rbuf_t *r);
+/* From the coordinator: PIECE (relayed: a chunk of another aggregator's
+ * snapshot for a parity fragment held here), PROTECT (the clock agreed and
+ * the next named), REBUILD (send this one's fragments of a lost shard to
+ * its rebuilder), FRAG (relayed: a chunk of such a fragment, for the shard
+ * rebuilt here). */
+strata_status_t eng_agg_protect_msg(strata_ctx_t *ctx, unsigned type,
+                                    eng_rbuf_t *r);
 /* Checks the fragments held one last time, frees them. */
 void eng_agg_protect_free(eng_agg_t *a);
 

@@ -58,6 +58,7 @@ strata_status_t eng_coord_create(strata_ctx_t *ctx)
     }
     c->dropping = c->joining = -1;
     ctx->coord = c;
+    eng_coord_protect_init(ctx);
     ctx->coord_ops = &eng_coord_role;
     const eng_coord_policy_t *pol = eng_coord_policy(ctx);
     return pol->create ? pol->create(ctx) : STRATA_OK;
@@ -488,7 +489,9 @@ static void eng_on_failed(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
         eng_coord_send_dropped(m);
         return;
     }
-    if (eng_coord_missing(ctx))
+    if (eng_coord_missing(ctx) ||
+        eng_coord_protect_hold(ctx, m, st == STRATA_OK ? STRATA_ERR_PEER : st,
+                               reason))
         return;
     eng_fail(ctx, st == STRATA_OK ? STRATA_ERR_PEER : st, "%s: %s",
              eng_member_name(m), reason);
@@ -525,7 +528,7 @@ static void eng_coord_lost(strata_ctx_t *ctx, eng_member_t *m, const char *how,
 {
     char msg[sizeof(m->drop_why)];
     snprintf(msg, sizeof(msg), "%s: %s", how, why);
-    if (eng_coord_drop_lost(ctx, m, msg))
+    if (eng_coord_protect_lost(ctx, m, msg) || eng_coord_drop_lost(ctx, m, msg))
         return;
     bool agg = m->peer.rank < ctx->naggs;
     eng_fail(ctx, STRATA_ERR_PEER, "%s %s %s%s", agg ? "aggregator" : "worker",
@@ -534,19 +537,20 @@ static void eng_coord_lost(strata_ctx_t *ctx, eng_member_t *m, const char *how,
 }
 
 /* PIECE: a chunk of an aggregator's protected shard, passed on to the
- * aggregator that holds the parity it is for (agg_protect.c). One whose
- * holder already left or is lost is not passed on: that protection is
- * incomplete, which the holder's next one replaces. */
+ * aggregator that holds the parity it is for (agg_protect.c); FRAG: a chunk
+ * of a fragment of a lost shard, to its rebuilder. One whose addressee
+ * already left or is lost is not passed on: that protection is incomplete,
+ * which the next one replaces (a rebuild's deadline ends it). */
 static void eng_coord_relay_piece(strata_ctx_t *ctx, eng_member_t *m,
-                                  eng_rbuf_t *r)
+                                  unsigned type, eng_rbuf_t *r)
 {
     uint32_t dst = eng_get_u32(r);
     if (r->bad || r->len > TP_MSG_MAX || m->peer.rank >= ctx->naggs ||
         dst >= (uint32_t)ctx->naggs || dst == (uint32_t)m->peer.rank) {
         eng_fail(ctx, STRATA_ERR_PROTO,
-                 "%s sent a PIECE for rank %u, which is not another "
+                 "%s sent a %s for rank %u, which is not another "
                  "aggregator's to hold",
-                 eng_member_name(m), dst);
+                 eng_member_name(m), eng_msg_name(type), dst);
         return;
     }
     eng_member_t *to = ctx->coord->by_rank[dst];
@@ -556,47 +560,15 @@ static void eng_coord_relay_piece(strata_ctx_t *ctx, eng_member_t *m,
     memcpy(buf, r->p, r->len);
     eng_wbuf_t w = {.p = buf, .len = r->len, .cap = sizeof(buf)};
     if (eng_send(&to->peer, &w, NULL) != STRATA_OK)
-        util_debug("cannot pass a PIECE on to %s (its disconnect says why)",
-                   eng_member_name(to));
-}
-
-/* PROTECTED: aggregator m sent its pieces of a protected clock and sealed
- * the parity it holds of it. Once every aggregator has, the clock is the
- * one the job's shards can be rebuilt at (agg_protect.c). */
-static void eng_coord_on_protected(strata_ctx_t *ctx, eng_member_t *m,
-                                   eng_rbuf_t *r)
-{
-    eng_coord_t *c = ctx->coord;
-    int64_t clock = eng_get_i64(r);
-    if (!eng_rbuf_ok(r) || m->peer.rank >= ctx->naggs || clock < 1) {
-        eng_fail(ctx, STRATA_ERR_PROTO, "malformed PROTECTED from %s",
-                 eng_member_name(m));
-        return;
-    }
-    m->protected_at[m->nprot++ % 4] = clock;
-    if (clock <= c->protected_clock)
-        return;
-    for (int a = 0; a < ctx->naggs; a++) {
-        const eng_member_t *o = c->by_rank[a];
-        bool has = false;
-        for (uint32_t i = 0; o && i < 4 && i < o->nprot; i++)
-            has |= o->protected_at[i] == clock;
-        if (!has)
-            return;
-    }
-    if (c->protected_clock == 0)
-        util_info("every shard protected at clock %" PRId64
-                  " (then at debug level)",
-                  clock);
-    else
-        util_debug("every shard protected at clock %" PRId64, clock);
-    c->protected_clock = clock;
+        util_debug("cannot pass a %s on to %s (its disconnect says why)",
+                   eng_msg_name(type), eng_member_name(to));
 }
 
 /* ---- liveness (engine/live.h) ---- */
 
 static void eng_coord_beat(strata_ctx_t *ctx)
 {
+    eng_coord_protect_check(ctx);
     unsigned char buf[16];
     eng_wbuf_t w;
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_BEAT);
@@ -667,10 +639,14 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         eng_coord_on_drop_at(ctx, m, r);
         break;
     case ENG_MSG_PIECE:
-        eng_coord_relay_piece(ctx, m, r);
+    case ENG_MSG_FRAG:
+        eng_coord_relay_piece(ctx, m, type, r);
         break;
     case ENG_MSG_PROTECTED:
         eng_coord_on_protected(ctx, m, r);
+        break;
+    case ENG_MSG_REBUILT:
+        eng_coord_on_rebuilt(ctx, m, r);
         break;
     case ENG_MSG_REJOIN_AT:
         eng_coord_on_rejoin_at(ctx, m, r);

@@ -4,6 +4,7 @@
  *   coord_policy.c  dropping workers that died or fell silent (every
  *                   policy), and the ESync State Server's queries
  *   coord_regroup.c gssp's part: epochs, grouping by speed, regrouping
+ *   coord_protect.c shard protection: the protected clock, rebuilds
  */
 #ifndef STRATA_ENGINE_COORD_H
 #define STRATA_ENGINE_COORD_H
@@ -32,10 +33,12 @@ typedef struct eng_member {
     eng_agg_info_t info;
     eng_layout_rx_t layout;
     bool layout_checked;
-    char *metrics;           /* JSON from BYE */
-    int64_t protected_at[4]; /* the last clocks an aggregator said
-                                PROTECTED of, newest at [nprot % 4] */
-    uint32_t nprot;
+    char *metrics; /* JSON from BYE */
+    /* Shard protection (coord_protect.c): the named clock an aggregator
+     * said its part of done (0: not yet), its snapshot's CRC32C then, and
+     * at the agreed clock. */
+    int64_t prot_said;
+    uint32_t prot_crc, agreed_crc;
     char name[ENG_PEER_NAME_MAX]; /* eng_member_name's, after HELLO */
 } eng_member_t;
 
@@ -53,9 +56,17 @@ struct eng_coord {
      * far and the newest clocks in them. */
     int dropping, drop_answers, ndropped;
     int64_t drop_pushed, drop_reached;
-    /* Shard protection: the newest clock every aggregator said PROTECTED
-     * of (0: none yet). */
-    int64_t protected_clock;
+    /* Shard protection (coord_protect.c): the clock agreed (0: none yet),
+     * the one named next, STRATA_PROTECT_EVERY, the newest clock the
+     * aggregators said they reached since the last naming. A rebuild:
+     * the lost aggregator (-1: none), its rebuilder, when it started and
+     * by when it must be done, and why the aggregator was lost. */
+    int64_t protected_clock, prot_next, prot_every, prot_reached;
+    int rebuild_lost, rebuild_by;
+    uint64_t rebuild_start_ns, rebuild_deadline_ns;
+    char rebuild_why[384];
+    uint64_t held_until_ns; /* a failure held (0: none), and its words */
+    char held_why[TP_MSG_MAX + 64];
     /* Rejoining, one at a time and never during a drop (coord_rejoin.c):
      * the worker being agreed (-1: none), answers, the newest clock. */
     int joining, join_answers;
@@ -83,6 +94,27 @@ void eng_coord_on_drop_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
 void eng_coord_drop_next(strata_ctx_t *ctx);
 /* Send a message to every aggregator (what: its name, for errors). */
 void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg, const char *what);
+
+/* ---- coord_protect.c ---- */
+
+void eng_coord_protect_init(strata_ctx_t *ctx);
+/* PROTECTED: an aggregator's part of the named clock done, or missed. */
+void eng_coord_on_protected(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+/* A rank lost (msg: how and why). An aggregator once a clock is agreed:
+ * its shard's rebuild starts (true). Any rank during a rebuild: the job
+ * fails (true). Otherwise false. */
+bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m,
+                            const char *msg);
+/* FAILED from m: held (true) while a rebuild is under way (its end
+ * decides) and, once a clock is agreed, a lost connection for a quarter of
+ * STRATA_TIMEOUT_MS (the aggregator lost may be seen here after); the
+ * first one held fails the job then, unless a rebuild started. */
+bool eng_coord_protect_hold(strata_ctx_t *ctx, eng_member_t *m,
+                            strata_status_t st, const char *reason);
+/* REBUILT: the rebuilder's outcome. */
+void eng_coord_on_rebuilt(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+/* Every beat: a rebuild past its deadline fails the job. */
+void eng_coord_protect_check(strata_ctx_t *ctx);
 
 /* ---- coord_rejoin.c ---- */
 

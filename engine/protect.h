@@ -16,9 +16,11 @@
  * Every fragment carries the CRC32C of its bytes, taken when it was made; a
  * fragment whose bytes no longer match is not used.
  *
- * The aggregator's part (engine/agg_protect.c) snapshots its shard and
- * sends the pieces to the parity holders. What is not built yet: the
- * takeover of a rebuilt shard (issue 16, item 3).
+ * The aggregator's part (engine/agg_protect.c) snapshots its shard, sends
+ * the pieces to the parity holders, and rebuilds a lost shard from the
+ * survivors' fragments; the coordinator's (engine/coord_protect.c) names
+ * the clocks and runs a rebuild. What is not built yet: the takeover of a
+ * rebuilt shard (issue 16, item 3).
  */
 #ifndef STRATA_ENGINE_PROTECT_H
 #define STRATA_ENGINE_PROTECT_H

@@ -56,18 +56,25 @@
     X(PIECE, 36)      /* aggregator -> aggregator via the coordinator: a       \
                          chunk of a protected shard for a parity holder */     \
     X(PROTECTED, 37)  /* aggregator -> coordinator: its part of a clock's      \
-                         protection done */                                    \
+                         protection done, or the clock missed */               \
     X(REJOIN_ASK, 38) /* coordinator -> aggregator: hold, a worker is back */  \
     X(REJOIN_AT, 39)  /* aggregator -> coordinator: the clock it reached,      \
                          whether it still takes the worker back from before */ \
     X(REJOIN, 40)     /* coordinator -> aggregator: worker in from clock J     \
-                         (J = 0: not now) */
+                         (J = 0: not now) */                                   \
+    X(PROTECT, 41)    /* coordinator -> aggregator: the clock agreed, and      \
+                         the next one to protect */                            \
+    X(REBUILD, 42)    /* coordinator -> aggregator: send your fragments of a   \
+                         lost shard to its rebuilder */                        \
+    X(FRAG, 43)       /* aggregator -> aggregator via the coordinator: a       \
+                         chunk of a fragment of a lost shard's stripe */       \
+    X(REBUILT, 44)    /* aggregator -> coordinator: a lost shard rebuilt */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 9
+#define ENG_PROTO_VERSION 10
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

@@ -1,0 +1,223 @@
+/*
+ * The coordinator's part of shard protection (agg_protect.c has the
+ * aggregators'): which clock the shards are protected at, and the rebuild
+ * of a lost aggregator's shard.
+ *
+ * Schedule. The coordinator names the clock to protect (the first one is
+ * STRATA_PROTECT_EVERY, known to all). Every aggregator says PROTECTED of
+ * it: its part done (its pieces all sent, the parity it holds sealed), with
+ * the CRC32C of its snapshot and how far it got; or the clock missed (a
+ * partition moved past it first). Once every aggregator did its part the
+ * clock is agreed; a miss abandons it. Either way the coordinator names
+ * the next clock (PROTECT), past every clock the aggregators reached, and
+ * each aggregator keeps its data and parity of the agreed clock until the
+ * next one is agreed: the survivors always hold the same clock's
+ * fragments.
+ *
+ * Rebuild. An aggregator lost once a clock P is agreed: every survivor
+ * sends its fragments of the lost shard's stripes at P to one of them (the
+ * lowest rank; REBUILD, FRAG relayed here), which decodes the shard and
+ * checks it against the CRC32C the lost aggregator had said of P
+ * (REBUILT). Ranks that fail meanwhile (the workers that lost their
+ * connection to it) wait for the outcome, which is bounded by half of
+ * STRATA_TIMEOUT_MS; a lost connection a rank reports once a clock is
+ * agreed waits a quarter of it for the coordinator to see whether an
+ * aggregator was lost (a worker may see it first). Taking the rebuilt shard
+ * over is not built: the job then fails, saying whether the shard could have
+ * been recovered.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/coord.h"
+#include "engine/protect.h"
+#include "util/clock.h"
+
+void eng_coord_protect_init(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    c->prot_every = eng_config_int(ctx->cfg, ENG_CFG_PROTECT_EVERY);
+    c->prot_next = c->prot_every;
+    c->rebuild_lost = -1;
+}
+
+/* To every aggregator still in the job: one that left or is lost has no
+ * part in the protection any more (its disconnect says why). */
+static void eng_coord_protect_tell(strata_ctx_t *ctx, eng_wbuf_t *w,
+                                   const char *what)
+{
+    for (int a = 0; a < ctx->naggs; a++) {
+        eng_member_t *m = ctx->coord->by_rank[a];
+        if (m->peer.ep && m->peer.up && !m->bye &&
+            eng_send(&m->peer, w, NULL) != STRATA_OK)
+            util_debug("cannot say %s to %s", what, eng_member_name(m));
+    }
+}
+
+/* PROTECT: the agreed clock, and the next one to protect. */
+static void eng_coord_protect_name(strata_ctx_t *ctx, int64_t reached)
+{
+    eng_coord_t *c = ctx->coord;
+    int64_t next = c->prot_next + c->prot_every;
+    int64_t past = (reached / c->prot_every + 1) * c->prot_every;
+    c->prot_next = next > past ? next : past;
+    c->prot_reached = 0;
+    for (int a = 0; a < ctx->naggs; a++)
+        c->by_rank[a]->prot_said = 0;
+    unsigned char buf[32];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_PROTECT);
+    eng_put_i64(&w, c->protected_clock);
+    eng_put_i64(&w, c->prot_next);
+    eng_coord_protect_tell(ctx, &w, "PROTECT");
+}
+
+void eng_coord_on_protected(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    eng_coord_t *c = ctx->coord;
+    int64_t clock = eng_get_i64(r);
+    bool missed = eng_get_u8(r) != 0;
+    uint32_t crc = eng_get_u32(r);
+    int64_t reached = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || m->peer.rank >= ctx->naggs || clock < 1 ||
+        c->prot_every == 0) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "malformed PROTECTED from %s",
+                 eng_member_name(m));
+        return;
+    }
+    if (clock != c->prot_next || c->rebuild_lost >= 0)
+        return; /* an abandoned clock's late word */
+    c->prot_reached = reached > c->prot_reached ? reached : c->prot_reached;
+    if (missed) {
+        util_debug("%s missed protected clock %" PRId64 " (it reached %" PRId64
+                   ")",
+                   eng_member_name(m), clock, reached);
+        eng_coord_protect_name(ctx, c->prot_reached);
+        return;
+    }
+    m->prot_said = clock;
+    m->prot_crc = crc;
+    for (int a = 0; a < ctx->naggs; a++)
+        if (c->by_rank[a]->prot_said != clock)
+            return;
+    for (int a = 0; a < ctx->naggs; a++)
+        c->by_rank[a]->agreed_crc = c->by_rank[a]->prot_crc;
+    if (c->protected_clock == 0)
+        util_info("every shard protected at clock %" PRId64
+                  " (then at debug level)",
+                  clock);
+    else
+        util_debug("every shard protected at clock %" PRId64, clock);
+    c->protected_clock = clock;
+    eng_coord_protect_name(ctx, c->prot_reached);
+}
+
+bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m, const char *msg)
+{
+    eng_coord_t *c = ctx->coord;
+    if (c->rebuild_lost >= 0) {
+        eng_fail(ctx, STRATA_ERR_PEER,
+                 "%s %s %s while the shard of aggregator rank %d was being "
+                 "rebuilt: the job cannot go on",
+                 m->peer.rank < ctx->naggs ? "aggregator" : "worker",
+                 eng_member_name(m), msg, c->rebuild_lost);
+        return true;
+    }
+    if (m->peer.rank >= ctx->naggs || c->protected_clock == 0)
+        return false;
+    int by = -1;
+    for (int a = 0; a < ctx->naggs && by < 0; a++) {
+        const eng_member_t *o = c->by_rank[a];
+        by = a != m->peer.rank && o->peer.up && !o->bye ? a : -1;
+    }
+    if (by < 0)
+        return false;
+    c->held_until_ns = 0; /* the rebuild's end decides */
+    c->rebuild_lost = m->peer.rank;
+    c->rebuild_by = by;
+    c->rebuild_start_ns = util_now_ns();
+    c->rebuild_deadline_ns =
+        c->rebuild_start_ns + (uint64_t)ctx->timeout_ms * 500000u;
+    snprintf(c->rebuild_why, sizeof(c->rebuild_why), "aggregator %s %s",
+             eng_member_name(m), msg);
+    util_info("%s; its shard is rebuilt at clock %" PRId64
+              " by aggregator rank %d",
+              c->rebuild_why, c->protected_clock, by);
+    unsigned char buf[64];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_REBUILD);
+    eng_put_u32(&w, (uint32_t)m->peer.rank);
+    eng_put_i64(&w, c->protected_clock);
+    eng_put_u32(&w, (uint32_t)by);
+    eng_put_u32(&w, m->agreed_crc);
+    eng_coord_protect_tell(ctx, &w, "REBUILD");
+    return true;
+}
+
+bool eng_coord_protect_hold(strata_ctx_t *ctx, eng_member_t *m,
+                            strata_status_t st, const char *reason)
+{
+    eng_coord_t *c = ctx->coord;
+    if (c->rebuild_lost >= 0)
+        return true;
+    if (c->protected_clock == 0 || st != STRATA_ERR_PEER)
+        return false;
+    if (!c->held_until_ns) {
+        c->held_until_ns = util_now_ns() + (uint64_t)ctx->timeout_ms * 250000u;
+        snprintf(c->held_why, sizeof(c->held_why), "%s: %s", eng_member_name(m),
+                 reason);
+    }
+    return true;
+}
+
+void eng_coord_on_rebuilt(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    eng_coord_t *c = ctx->coord;
+    uint32_t lost = eng_get_u32(r);
+    int64_t clock = eng_get_i64(r);
+    uint8_t ok = eng_get_u8(r);
+    uint64_t bytes = eng_get_u64(r);
+    char why[TP_MSG_MAX];
+    eng_get_str(r, why, sizeof(why));
+    if (!eng_rbuf_ok(r) || m->peer.rank >= ctx->naggs ||
+        (int64_t)lost != c->rebuild_lost || clock != c->protected_clock) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "unexpected REBUILT from %s",
+                 eng_member_name(m));
+        return;
+    }
+    double ms = (double)(util_now_ns() - c->rebuild_start_ns) / 1e6;
+    if (!ok) {
+        eng_fail(ctx, STRATA_ERR_PEER,
+                 "%s; its shard cannot be rebuilt at clock %" PRId64
+                 ": %s (%s)",
+                 c->rebuild_why, clock, why, eng_member_name(m));
+        return;
+    }
+    util_info("shard %u rebuilt at clock %" PRId64 " by aggregator rank %d "
+              "in %.1f ms: %" PRIu64 " bytes, its CRC32C matches",
+              lost, clock, m->peer.rank, ms, bytes);
+    eng_fail(ctx, STRATA_ERR_PEER,
+             "%s; its shard was rebuilt at clock %" PRId64
+             " by aggregator rank %d, but taking a lost shard over is not "
+             "built yet: the job cannot go on",
+             c->rebuild_why, clock, m->peer.rank);
+}
+
+void eng_coord_protect_check(strata_ctx_t *ctx)
+{
+    eng_coord_t *c = ctx->coord;
+    uint64_t now = util_now_ns();
+    if (eng_fatal(ctx))
+        return;
+    if (c->held_until_ns && now >= c->held_until_ns) {
+        eng_fail(ctx, STRATA_ERR_PEER, "%s", c->held_why);
+        return;
+    }
+    if (c->rebuild_lost < 0 || now < c->rebuild_deadline_ns)
+        return;
+    eng_fail(ctx, STRATA_ERR_TIMEOUT,
+             "%s; the rebuild of its shard by aggregator rank %d did not "
+             "complete within %d ms (half of STRATA_TIMEOUT_MS)",
+             c->rebuild_why, c->rebuild_by, ctx->timeout_ms / 2);
+}
