@@ -338,8 +338,11 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
         st = eng_agg_ckpt_setup(ctx);
     if (st == STRATA_OK)
         st = eng_agg_protect_setup(ctx);
+    /* No ep: the worker's connection dropped before the layout came, and
+     * the job's failure naming it is on the way (eng_agg_lost); exporting
+     * to the closed link would fail in its place. */
     for (int w = 0; st == STRATA_OK && w < ctx->nworkers; w++)
-        if (a->links[w])
+        if (a->links[w] && a->links[w]->peer.ep)
             st = eng_send_slots(ctx, a->links[w]);
     if (st != STRATA_OK)
         return st;

@@ -78,6 +78,10 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
     l->tdesc = util_calloc(w->ntensors, sizeof(*l->tdesc));
     if (!l->q || !l->tdesc)
         return STRATA_ERR_NOMEM;
+    /* No ep: the aggregator's connection dropped, and the job's failure
+     * naming it is on the way; exporting to it would fail in its place. */
+    if (!l->peer.ep)
+        return STRATA_OK;
     bool staged = false;
     for (uint32_t i = 0; i < w->ntensors; i++) {
         tp_mr_t *mr = w->tensors[i].reg[l->prov].param;

@@ -468,6 +468,65 @@ static void worker_lost_mid_round(void **state)
     job_end();
 }
 
+/* A worker dies after its layout reached the coordinator, and an
+ * aggregator sees its connection drop before the coordinator's LAYOUT_OK:
+ * the aggregator describes its slots to the workers still connected and
+ * fails with the coordinator's word naming the dead worker, not with its
+ * own export to the closed link ("invalid argument"; seen in
+ * engine_kill_anytime_tcp under load). */
+static void worker_lost_before_layout_ok(void **state)
+{
+    (void)state;
+    job_start(4, 2, NULL);
+    strata_request_t *req[MAX_RANKS];
+    for (int r = 2; r < 4; r++) {
+        register_ab(r);
+        assert_int_equal(eng_worker_commit_start(job.ctx[r], &req[r]),
+                         STRATA_OK);
+    }
+    pump_ranks(1u << 2 | 1u << 3); /* the layouts leave for rank 0 */
+    test_log.errors = 0;
+    rank_kill(3);
+    pump_ranks(1u << 1); /* rank 1 sees the link go, asks rank 0 */
+    assert_int_equal(eng_fatal(job.ctx[1]), STRATA_OK);
+    pump_ranks(1u << 0); /* every layout came: LAYOUT_OK, then the loss */
+    pump();
+    assert_int_equal(wait_done(&req[2]), STRATA_ERR_PEER);
+    for (int r = 0; r < 3; r++) {
+        assert_int_equal(eng_fatal(job.ctx[r]), STRATA_ERR_PEER);
+        if (!strstr(job.ctx[r]->fatal_msg, "worker rank 3"))
+            fail_msg("rank %d does not name worker rank 3: %s", r,
+                     job.ctx[r]->fatal_msg);
+    }
+    job_end();
+}
+
+/* An aggregator dies before the workers commit: a worker that saw its
+ * link go commits all the same and fails with the coordinator's word
+ * naming the aggregator, not with its own export to the closed link. */
+static void aggregator_lost_before_commit(void **state)
+{
+    (void)state;
+    job_start(4, 2, NULL);
+    test_log.errors = 0;
+    rank_kill(1);
+    pump_ranks(1u << 2); /* worker rank 2 sees the link go, asks rank 0 */
+    assert_int_equal(eng_fatal(job.ctx[2]), STRATA_OK);
+    strata_request_t *req;
+    register_ab(2);
+    assert_int_equal(eng_worker_commit_start(job.ctx[2], &req), STRATA_OK);
+    pump_ranks(1u << 2);
+    pump();
+    assert_int_equal(wait_done(&req), STRATA_ERR_PEER);
+    for (int r = 0; r < 4; r += 2) {
+        assert_int_equal(eng_fatal(job.ctx[r]), STRATA_ERR_PEER);
+        if (!strstr(job.ctx[r]->fatal_msg, "aggregator rank 1"))
+            fail_msg("rank %d does not name aggregator rank 1: %s", r,
+                     job.ctx[r]->fatal_msg);
+    }
+    job_end();
+}
+
 /* ---- connections that are no member of the job ---- */
 
 /* An authenticated connection of no rank: its own context, pumped apart. */
@@ -911,6 +970,10 @@ int main(void)
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(worker_lost_mid_round, test_log_setup,
                                         test_log_teardown),
+        cmocka_unit_test_setup_teardown(worker_lost_before_layout_ok,
+                                        test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(aggregator_lost_before_commit,
+                                        test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(worker_lost_job_goes_on, test_log_setup,
                                         test_log_teardown),
         cmocka_unit_test_setup_teardown(aggregator_lost_mid_round,
