@@ -499,7 +499,13 @@ def main():
     args = parse_args()
     if any(v in os.environ for v in LAUNCHER_VARS):
         run_rank(args)
-        return 0
+        # The job is done (finalized, log closed). Python's teardown with
+        # torch loaded (every module's objects, libtorch's destructors)
+        # costs a rank 0.6 s of CPU, 12 s of a job's wall time at load 20:
+        # leave without it.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return run_driver(args)
 
 
