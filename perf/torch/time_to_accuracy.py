@@ -1,37 +1,41 @@
 #!/usr/bin/python3
-"""Heterogeneous time to 80% test accuracy with torchvision's ResNet-18,
-every policy side by side, against the papers' targets: ESync at least 7x
-sooner than BSP (the ESync paper's ResNet-18 figure), GSSP at least 1.46x
-(the GSSP paper's lower bound), final accuracy within one point of BSP's.
+"""Heterogeneous time to 80% test accuracy, every policy side by side,
+against the papers' targets: ESync at least 7x sooner than BSP (the ESync
+paper's ResNet-18 figure), GSSP at least 1.46x (the GSSP paper's lower
+bound), final accuracy within one point of BSP's.
 
     PYTHONPATH=build/python /usr/bin/python3 perf/torch/time_to_accuracy.py
 
 It runs examples/torch/fashion_mnist.py's driver (one strata-run job per
-policy, 6 workers and 1 aggregator on this machine, workers paced by
---speeds as strata-train paces them) with the ESync paper's heterogeneity:
-its 6 devices were 4 GPUs at 0.03 s a batch and 2 CPUs at 3.5 s, so 4
-workers at x1 and 2 at x117. Sized for a 2-core machine: a 12,000-image
-training subset, batch 16, every policy trained for the same --budget
-seconds; then it reads the JSON and prints the comparison, with the load
-average. Extra arguments go to the example (e.g. --budget 600, --workers 4
---speeds 1,1,1,8, --model alexnet).
+policy, workers paced by --speeds as strata-train paces them: a slow worker
+sleeps, so it costs wall time, not CPU), then reads the JSON and prints the
+comparison with the load average. --preset NAME picks the setting; extra
+arguments go to the example and override it.
 
-Plain SGD (no momentum) for every policy, as in the paper: with momentum
-0.9 ESync's local steps on ResNet-18 diverged within four rounds (test loss
-7, 22, 677 at lr 0.05, batch 16), with none they trained.
+  lenet (default): LeNet-5, 4 workers at 1,1,1,16, a x1 step of 100 ms,
+    SGD lr 0.05 momentum 0.9, batch 32, each policy stopped at the target
+    (or after 300 s of training). Fits a loaded 2-core machine: a LeNet
+    step computes in a few ms, so padding, not the cores, sets every pace.
+    About 20 min: bsp, ssp and fedavg take about 220 s of training each.
+  alexnet: the same profile with the AlexNet-like CNN of the step-time
+    benchmark, batch 16, the x1 step calibrated (2 x a measured step: three
+    x1 workers compute at once on 2 cores). For a quiet machine: bsp needs
+    about 200 steps (a single-process run at batch 64 took 100 steps to 55%
+    at this lr), 16 x1 steps each, about 10 min on a quiet machine; under
+    load 20 a step of this CNN took 2 s, a bsp step 30 s or more.
+  resnet18: the ESync paper's heterogeneity (its 6 devices were 4 GPUs at
+    0.03 s a batch and 2 CPUs at 3.5 s: 4 workers at x1, 2 at x117),
+    torchvision's ResNet-18, plain SGD as in the paper (with momentum 0.9
+    its local steps diverged: test loss 7, 22, 677). Does not fit 2 cores:
+    a bsp step is 117 x1 steps, over 2 min here.
 
 What bounds ESync's gain: in a round the slowest worker takes one step and
-a x1 worker about as many as fit in it, so the averaged model moves by the
-mean number of local steps, n = mean(n_i), for one BSP step. With speeds
-1,1,1,8 that is (3 x 8 + 1) / 4 = 6.25: below 7x whatever the
-implementation; the paper's profile gives about 78. At x117 a BSP step is
-117 x1 steps (about 90 s with ResNet-18 here), so BSP seldom reaches the
-target within a budget: the script then prints ESync's time and that BSP
-did not.
-
---quick is the same comparison in a few minutes: LeNet-5 (a few ms a step
-where ResNet-18 takes 300), bsp, gssp and esync, each stopped at the target
-or after 60 s; a smoke figure, not the papers' setting.
+a x1 worker as many as fit in it, so the averaged model moves by the mean
+number of local steps, mean(n_i), for one BSP step of the same wall time.
+With speeds 1,1,1,16 that is (3 x 16 + 1) / 4 = 12.25; with 1,1,1,8 6.25,
+below 7x whatever the implementation; the paper's profile gives about 78.
+SSP (bound 3) and FedAvg (8 local steps a round) wait for the slowest
+worker as BSP does, so they are not expected to beat it here.
 """
 
 import json
@@ -43,20 +47,32 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLE = os.path.join(HERE, "..", "..", "examples", "torch",
                        "fashion_mnist.py")
-PRESET = ["--model", "resnet18", "--compare",
-          "bsp,ssp,asp,gssp,esync,fedavg", "--workers", "6", "--speeds",
-          "1x4,117x2", "--batch", "16", "--lr", "0.05", "--momentum", "0",
-          "--train-size", "12000", "--test-size", "1000", "--budget", "300",
-          "--eval-every", "10", "--epoch-steps", "10"]
-QUICK = ["--model", "lenet", "--compare", "bsp,gssp,esync", "--budget", "60",
-         "--stop-at-target", "--eval-every", "2"]
+PRESETS = {
+    "lenet": ["--model", "lenet", "--speeds", "1,1,1,16", "--base-ms", "100",
+              "--lr", "0.05", "--momentum", "0.9", "--budget", "300",
+              "--stop-at-target", "--eval-every", "4"],
+    "alexnet": ["--model", "alexnet", "--speeds", "1,1,1,16", "--batch", "16",
+                "--lr", "0.05", "--momentum", "0.9", "--budget", "900",
+                "--stop-at-target", "--eval-every", "30"],
+    "resnet18": ["--model", "resnet18", "--workers", "6", "--speeds",
+                 "1x4,117x2", "--batch", "16", "--lr", "0.05", "--momentum",
+                 "0", "--train-size", "12000", "--budget", "300",
+                 "--eval-every", "10", "--epoch-steps", "10"],
+}
+COMPARE = ["--compare", "bsp,ssp,asp,gssp,esync,fedavg"]
 TARGETS = {"esync": 7.0, "gssp": 1.46}
 
 
 def main():
     extra = sys.argv[1:]
-    if "--quick" in extra:
-        extra = QUICK + [a for a in extra if a != "--quick"]
+    preset = "lenet"
+    if "--preset" in extra:
+        i = extra.index("--preset")
+        preset = extra[i + 1] if i + 1 < len(extra) else ""
+        del extra[i:i + 2]
+    if preset not in PRESETS:
+        sys.exit(f"--preset: one of {', '.join(PRESETS)}")
+    extra = PRESETS[preset] + COMPARE + extra
     with tempfile.TemporaryDirectory(prefix="strata-tta-") as tmp:
         out = os.path.join(tmp, "results.json")
         plot = next((extra[i + 1] for i, a in enumerate(extra)
@@ -66,7 +82,7 @@ def main():
         env.setdefault("STRATA_GROUPS", "2")  # gssp: the x1 and the slow
         env.setdefault("STRATA_TIMEOUT_MS", "120000")
         load0 = os.getloadavg()
-        cmd = [sys.executable, EXAMPLE] + PRESET + extra + \
+        cmd = [sys.executable, EXAMPLE] + extra + \
             ["--json", out] + ([] if "--plot" in extra else ["--plot", plot])
         print("+ " + " ".join(cmd), flush=True)
         status = subprocess.run(cmd, env=env).returncode
@@ -100,6 +116,13 @@ def main():
             line += f"; final accuracy {d:+.1f} points vs bsp" + \
                 ("" if d >= -1.0 else " (more than one point below)")
         print(line)
+    esync = res.get("esync")
+    steps = [w["round_steps"][0] for w in (esync or {}).get("workers", [])
+             if w.get("round_steps")]
+    if steps:
+        print(f"esync: mean local steps per round {sum(steps) / len(steps):.2f}"
+              f" (each worker's: {', '.join(f'{n:.1f}' for n in steps)}): "
+              f"the bound on its speed-up over bsp")
     return status
 
 
