@@ -14,15 +14,17 @@ arguments go to the example and override it.
 
   lenet (default): LeNet-5, 4 workers at 1,1,1,16, a x1 step of 100 ms,
     SGD lr 0.05 momentum 0.9, batch 32, each policy stopped at the target
-    (or after 300 s of training). Fits a loaded 2-core machine: a LeNet
-    step computes in a few ms, so padding, not the cores, sets every pace.
-    About 20 min: bsp, ssp and fedavg take about 220 s of training each.
+    (or after 300 s of training). Fits a 2-core machine: a LeNet step
+    computes in a few ms, so padding, not the cores, sets every pace; under
+    a load of 30 or more give --base-ms 200 (at 100 the x1 steps took
+    130-230 ms and esync fell to 5.2x; at 200 it gave 7.2x). 25 min at load
+    20-49: bsp, ssp and fedavg take 210-260 s of training each.
   alexnet: the same profile with the AlexNet-like CNN of the step-time
     benchmark, batch 16, the x1 step calibrated (2 x a measured step: three
     x1 workers compute at once on 2 cores). For a quiet machine: bsp needs
-    about 200 steps (a single-process run at batch 64 took 100 steps to 55%
-    at this lr), 16 x1 steps each, about 10 min on a quiet machine; under
-    load 20 a step of this CNN took 2 s, a bsp step 30 s or more.
+    200-260 steps (a single-process run at batch 64 took 200 steps to 78%,
+    260 to 80.8%), 16 x1 steps each, 9-12 min; under load 20-35 a step of
+    this CNN took 2-3 s at batch 64, a bsp step would be 24 s or more.
   resnet18: the ESync paper's heterogeneity (its 6 devices were 4 GPUs at
     0.03 s a batch and 2 CPUs at 3.5 s: 4 workers at x1, 2 at x117),
     torchvision's ResNet-18, plain SGD as in the paper (with momentum 0.9
