@@ -122,9 +122,10 @@ def main():
     steps = [w["round_steps"][0] for w in (esync or {}).get("workers", [])
              if w.get("round_steps")]
     if steps:
-        print(f"esync: mean local steps per round {sum(steps) / len(steps):.2f}"
-              f" (each worker's: {', '.join(f'{n:.1f}' for n in steps)}): "
-              f"the bound on its speed-up over bsp")
+        mean = sum(steps) / len(steps)
+        print(f"esync: mean local steps per round {mean:.2f} (each "
+              f"worker's: {', '.join(f'{n:.1f}' for n in steps)}): the "
+              f"bound on its speed-up over bsp")
     return status
 
 
