@@ -26,6 +26,18 @@ const char *tpt_bind(void)
     return strcmp(tpt_provider(), "shm") == 0 ? NULL : "127.0.0.1:0";
 }
 
+int tpt_ms(int ms)
+{
+    const char *s = getenv("TP_TEST_TIME_SCALE");
+    if (!s || !*s)
+        return ms;
+    char *end = NULL;
+    long k = strtol(s, &end, 10);
+    TPT_CHECK(*end == '\0' && k >= 1 && k <= 100,
+              "TP_TEST_TIME_SCALE=%s: want a whole number from 1 to 100", s);
+    return (int)(ms * k);
+}
+
 double tpt_now_ms(void)
 {
     struct timespec ts;
@@ -179,6 +191,10 @@ void tpt_send(tp_ctx_t *ctx, tp_ep_t *ep, const void *buf, size_t len)
 tpt_peer_t tpt_spawn_server(const char *secret, int timeout_ms,
                             tpt_server_fn fn, void *arg)
 {
+    if (tpt_remote_peer()) {
+        TPT_CHECK(arg == NULL, "a peer on another host takes no argument");
+        return tpt_remote_spawn(secret, timeout_ms, fn);
+    }
     int addr_pipe[2], ctl_pipe[2];
     TPT_CHECK(pipe(addr_pipe) == 0 && pipe(ctl_pipe) == 0, "pipe");
     fflush(NULL);
@@ -212,6 +228,14 @@ void tpt_signal(const tpt_peer_t *peer)
     TPT_CHECK(write(peer->ctl, "g", 1) == 1, "signal");
 }
 
+void tpt_kill(const tpt_peer_t *peer)
+{
+    if (peer->pid < 0)
+        TPT_CHECK(write(peer->ctl, "k", 1) == 1, "kill the remote peer");
+    else
+        kill(peer->pid, SIGKILL);
+}
+
 bool tpt_signalled(int ctl)
 {
     struct pollfd pfd = {.fd = ctl, .events = POLLIN};
@@ -221,6 +245,8 @@ bool tpt_signalled(int ctl)
 
 int tpt_join(tpt_peer_t *peer, int timeout_ms)
 {
+    if (peer->pid < 0)
+        return tpt_remote_join(peer, timeout_ms);
     double deadline = tpt_now_ms() + timeout_ms;
     int status = 0;
     while (waitpid(peer->pid, &status, WNOHANG) == 0) {

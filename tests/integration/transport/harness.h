@@ -8,6 +8,11 @@
  * address to listen on from TP_TEST_BIND (default 127.0.0.1:0 for tcp and
  * verbs, the provider's default for shm); tests/integration/transport/
  * CMakeLists.txt registers every program once per provider.
+ *
+ * The peer may run on another host (remote.c): TP_TEST_SERVE=host:port on
+ * one host makes the program serve peers there, TP_TEST_PEER=host:port on
+ * the other makes its tests use them; TP_TEST_BIND names each host's own
+ * address. tests/softroce/run-2vm-tests runs them so between two VMs.
  */
 #ifndef STRATA_TESTS_TRANSPORT_HARNESS_H
 #define STRATA_TESTS_TRANSPORT_HARNESS_H
@@ -37,6 +42,10 @@
 const char *tpt_provider(void);
 /* NULL: the provider's default. */
 const char *tpt_bind(void);
+
+/* A test's bound of ms, times TP_TEST_TIME_SCALE (a whole number, default
+ * 1): slower set-ups (two emulated hosts) stretch every bound alike. */
+int tpt_ms(int ms);
 
 /* A context of the provider under test with this secret and timeout. */
 tp_ctx_t *tpt_open(const char *secret, int timeout_ms);
@@ -69,13 +78,16 @@ void tpt_send(tp_ctx_t *ctx, tp_ep_t *ep, const void *buf, size_t len);
 /* ---- peer processes ---- */
 
 typedef struct tpt_peer {
-    pid_t pid;
+    pid_t pid;      /* -1 for a peer on another host */
     char addr[128]; /* its listener, for a server */
-    int ctl;        /* write end of a pipe the peer can wait on */
+    int ctl; /* write end of a pipe the peer can wait on; for a remote peer,
+                the control connection */
 } tpt_peer_t;
 
 /* Runs fn(ctx, listener, ctl_read_fd, arg) in a child process with its own
- * context and listener; fn's return is the child's exit status. */
+ * context and listener; fn's return is the child's exit status. With
+ * TP_TEST_PEER set, the child runs on that host instead (arg must be
+ * NULL). */
 typedef int (*tpt_server_fn)(tp_ctx_t *ctx, tp_listener_t *listener, int ctl,
                              void *arg);
 tpt_peer_t tpt_spawn_server(const char *secret, int timeout_ms,
@@ -85,8 +97,17 @@ void tpt_signal(const tpt_peer_t *peer);
 /* Waits (at most timeout_ms, then kills it) for the peer's exit status; -1
  * if it did not exit normally. */
 int tpt_join(tpt_peer_t *peer, int timeout_ms);
+/* Kills the peer (SIGKILL), wherever it runs. */
+void tpt_kill(const tpt_peer_t *peer);
 /* Whether a byte arrived on the control pipe (non-blocking). */
 bool tpt_signalled(int ctl);
+
+/* The remote side (remote.c): TP_TEST_PEER or NULL, and what
+ * tpt_spawn_server() and tpt_join() do with it. */
+const char *tpt_remote_peer(void);
+tpt_peer_t tpt_remote_spawn(const char *secret, int timeout_ms,
+                            tpt_server_fn fn);
+int tpt_remote_join(tpt_peer_t *peer, int timeout_ms);
 
 /* ---- the region server most tests talk to ---- */
 

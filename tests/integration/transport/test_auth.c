@@ -13,7 +13,7 @@
 
 #include "harness.h"
 
-#define T_MS 10000
+#define T_MS tpt_ms(10000)
 #define ATTEMPTS 10
 
 /* Serves a region to whoever gets in; exits non-zero if anyone but the one

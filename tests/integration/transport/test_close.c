@@ -13,7 +13,7 @@
 
 #include "harness.h"
 
-#define T_MS 20000
+#define T_MS tpt_ms(20000)
 #define NMSGS 3
 
 static int close_server(tp_ctx_t *ctx, tp_listener_t *l, int ctl, void *arg)

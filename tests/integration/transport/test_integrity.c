@@ -12,7 +12,7 @@
 
 #include "harness.h"
 
-#define T_MS 20000
+#define T_MS tpt_ms(20000)
 #define SRC_OFF 5
 static const size_t sizes[] = {0, 1, 7, 4096, (1u << 20) + 3, 64u << 20};
 #define NCASES (sizeof(sizes) / sizeof(sizes[0]))

@@ -21,7 +21,7 @@
  * emulated CPU on a busy host took more than 2 s for a handshake. */
 static int t_ms(void)
 {
-    return strcmp(tpt_provider(), "verbs") == 0 ? 8000 : 2000;
+    return tpt_ms(strcmp(tpt_provider(), "verbs") == 0 ? 8000 : 2000);
 }
 #define T_MS t_ms()
 #define SLACK_MS (T_MS / 2) /* scheduling on a loaded machine */
@@ -81,7 +81,7 @@ static void receiver_killed(void **state)
             down = true;
         }
         if (ok == 16 && killed_at == 0) {
-            kill(srv.pid, SIGKILL);
+            tpt_kill(&srv);
             killed_at = tpt_now_ms();
         }
     }

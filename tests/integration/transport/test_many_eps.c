@@ -12,7 +12,7 @@
 
 #include "harness.h"
 
-#define T_MS 20000
+#define T_MS tpt_ms(20000)
 #define NEPS 32
 #define NWRITES 4
 #define WBYTES (64 * 1024 + 1)

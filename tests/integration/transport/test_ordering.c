@@ -12,7 +12,7 @@
 
 #include "harness.h"
 
-#define T_MS 20000
+#define T_MS tpt_ms(20000)
 #define NWRITES 10000
 #define MSG_EVERY 100
 #define SLOTS 1024

@@ -18,7 +18,7 @@
 
 #include "harness.h"
 
-#define T_MS 20000
+#define T_MS tpt_ms(20000)
 #define REGION ((1u << 20) + 3)
 #define ROUNDS 3
 
@@ -74,7 +74,7 @@ static bool connect_mapping(mapping_t *m)
     assert_int_equal(tp_peer_map(m->ep, &m->d, 0, 1, &p),
                      STRATA_ERR_UNSUPPORTED);
     print_message("%s cannot map a peer's memory: refused\n", tpt_provider());
-    kill(m->srv.pid, SIGKILL); /* it waits for an answer to round 0 */
+    tpt_kill(&m->srv); /* it waits for an answer to round 0 */
     assert_int_equal(tpt_join(&m->srv, T_MS), -1);
     tp_ep_close(m->ep);
     tp_close(m->ctx);
@@ -128,7 +128,7 @@ static void a_dead_peer_stays_readable_until_closed(void **state)
     assert_int_equal(expect_round(m.ctx), 0);
     const void *all = NULL;
     assert_int_equal(tp_peer_map(m.ep, &m.d, 0, REGION, &all), STRATA_OK);
-    kill(m.srv.pid, SIGKILL);
+    tpt_kill(&m.srv);
     assert_int_equal(tpt_join(&m.srv, T_MS), -1);
     tpt_event_t e =
         tpt_expect(m.ctx, TP_EV_DISCONNECTED, 1u << TP_EV_SEND_DONE, T_MS);

@@ -15,7 +15,7 @@
 
 #include "harness.h"
 
-#define T_MS 20000
+#define T_MS tpt_ms(20000)
 #define RBYTES 4096
 #define NCONN 3
 
