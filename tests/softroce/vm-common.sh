@@ -206,14 +206,29 @@ vm_run_script() {
     printf '%s\n' "${vm_rw_dirs[@]}" >"$out/rw-dirs"
 }
 
+# The kernel's clock options. TCG's TSC is the host's (the same on every
+# vCPU, at the host's rate), but the kernel measures its rate against
+# emulated timers at boot, which a busy host disturbs: of two VMs booting
+# together, one once ran its clock 4x fast (a 60 s timeout expired in 16).
+# When the host knows its TSC rate, the guest is told it (tsc_early_khz);
+# otherwise the guest keeps time by the HPET, slower to read but right.
+# tsc=reliable, or the TSC sync check fails on a busy host and the clock
+# falls back to the HPET, which every clock_gettime() then reads through a
+# system call and the emulator's device lock.
+vm_clock_options() {
+    local khz
+    if grep -qw tsc_known_freq /proc/cpuinfo; then
+        khz=$(awk -F: '/^cpu MHz/ {printf "%d", $2 * 1000; exit}' /proc/cpuinfo)
+        echo "tsc=reliable tsc_early_khz=$khz"
+    else
+        echo "clocksource=hpet"
+    fi
+}
+
 # vm_start OUT SMP MEM QEMU-NETWORK-OPTIONS...: boots the VM in the
 # background (vm_pid), its console on stdout with the firmware's noise
-# removed. Kernel options for an emulated CPU on a busy host:
-# no_timer_check, or the boot-time IO-APIC timer check can miss its ticks
-# and panic; tsc=reliable, or the TSC sync check fails the same way and the
-# clock falls back to the HPET, which every clock_gettime() then reads
-# through a system call and the emulator's device lock (TCG's TSC is the
-# host's: the same on every vCPU).
+# removed. no_timer_check: on a busy host the boot-time IO-APIC timer check
+# of an emulated CPU can miss its ticks and panic.
 vm_start() {
     local out=$1 smp=$2 mem=$3 i
     shift 3
@@ -224,7 +239,7 @@ vm_start() {
     done
     timeout --kill-after=10 "$timeout_s" qemu-system-x86_64 -accel tcg -cpu max \
         -smp "$smp" -m "$mem" -kernel "$vmlinuz" -initrd "$initrd" \
-        -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check tsc=reliable" \
+        -append "console=ttyS0 quiet loglevel=3 panic=-1 no_timer_check $(vm_clock_options)" \
         -nographic -no-reboot "$@" "${shares[@]}" </dev/null \
         > >(sed -u -e 's/\x1b\[[0-9;?]*[a-zA-Z]//g' -e 's/\x1bc//g' \
             -e '/^SeaBIOS\|^Booting from ROM\|^iPXE\|^c$/d' "${vm_console_sed[@]}") &
