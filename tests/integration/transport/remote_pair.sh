@@ -21,7 +21,15 @@ done
 [ -n "$at" ] || { echo "FAIL: $prog did not start serving peers:"; cat "$log"; exit 1; }
 TP_TEST_PEER=$at "$prog"
 rc=$?
-# The tests told the server "end": it exits by itself.
+# The tests told the server "end" as they exited: it exits by itself.
+for ((i = 0; i < 100; i++)); do
+    kill -0 "$srv" 2>/dev/null || break
+    sleep 0.1
+done
+kill -0 "$srv" 2>/dev/null && {
+    echo "FAIL: the peer server was still running 10 s after the tests ended"
+    kill "$srv"
+}
 wait "$srv"
 src=$?
 srv=""
