@@ -27,6 +27,7 @@ typedef struct eng_member {
      * admitted, its clock still to be agreed (queued: not asked yet); the
      * boundary of the one it replaces; lost before it was in (why). */
     bool rejoining, rejoin_queued, rejoin_lost;
+    bool rejoin_waited; /* told it waits for a lagging aggregator */
     int64_t rejoin_from;
     int pid;
     char host_id[ENG_HOST_ID_MAX];

@@ -163,9 +163,11 @@ static void eng_coord_rejoin_later(strata_ctx_t *ctx, eng_member_t *v)
     eng_put_i64(&msg, v->rejoin_from);
     eng_put_i64(&msg, 0);
     eng_coord_tell_aggs(ctx, &msg, "REJOIN");
-    util_debug("%s waits: an aggregator still takes its rank back from its "
-               "previous rejoin",
-               eng_member_name(v));
+    if (!v->rejoin_waited)
+        util_info("%s waits: an aggregator still takes its rank back from "
+                  "its previous rejoin",
+                  eng_member_name(v));
+    v->rejoin_waited = true;
     c->joining = -1;
     v->rejoin_queued = true;
     eng_coord_drop_next(ctx); /* whatever waited for it */

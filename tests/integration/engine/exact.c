@@ -33,7 +33,10 @@
  * N,PATH (sum) the first process of V that rejoined kills itself after N
  * of its steps (it creates PATH; a process that finds PATH trains on), so
  * V is dropped and back twice: with N > 0 the others see it back, out
- * again, and back.
+ * again, and back. --out-optional: the others may never see V out (no
+ * clock lost while they were held up). --counted FILE: at the end FILE
+ * holds N, the coordinator's count of V's first process's clocks; each
+ * step before N must have been with V (none of its counted pushes lost).
  * Failure injection: --mismatch (worker 1 registers a different layout),
  * --die-at N (worker 1 kills itself at step N), --stop-at N (worker 1 stops,
  * SIGSTOP, at step N: connected, but silent until continued).
@@ -65,6 +68,8 @@ typedef struct opts {
     int resume; /* clocks the model had when the job started */
     int victim; /* -1: none */
     bool rejoin;
+    bool out_optional;      /* --out-optional: V may never be seen out */
+    const char *counted;    /* --counted FILE: V's first N clocks count */
     int again_n;            /* --die-again: steps after rejoining; -1 none */
     const char *again_path; /* ... made by the process that dies */
 } opts_t;
@@ -79,6 +84,7 @@ static struct {
     double victim_value;
     bool out, back; /* --rejoin: the victim seen out, and back after */
     int agains;     /* --die-again: seen out once more after back */
+    char *without;  /* [steps]: step c was without the victim (--counted) */
 } seen = {.mode = -1, .last = 0};
 
 /* One element's verdict for the step; false if it contradicts another's. */
@@ -94,6 +100,8 @@ static bool seen_mode(int mode)
 static int seen_step_end(const opts_t *o, int w, int c)
 {
     int mode = seen.mode < 0 ? seen.last : seen.mode;
+    if (seen.without && seen.mode >= 0)
+        seen.without[c] = (char)seen.mode;
     bool sum = strcmp(o->check, "sum") == 0;
     bool ok = sum ? mode >= seen.last
                   : mode == seen.last + (seen.last > 0) ||
@@ -319,6 +327,30 @@ static int check_model(const opts_t *o, int nw, int w, int c, int t,
     return 0;
 }
 
+/* --counted: no step before the count in the file was without V. */
+static int check_counted(const opts_t *o, int w)
+{
+    FILE *f = fopen(o->counted, "r");
+    int n = -1;
+    if (!f || fscanf(f, "%d", &n) != 1 || n < 0) {
+        fprintf(stderr, "exact: worker %d: no count of clocks in %s\n", w,
+                o->counted);
+        if (f)
+            fclose(f);
+        return 1;
+    }
+    fclose(f);
+    for (int c = 0; c < n && c < o->steps; c++)
+        if (seen.without[c] == 1) {
+            fprintf(stderr,
+                    "exact: worker %d: step %d was without worker %d, whose "
+                    "first %d clocks count\n",
+                    w, c, o->victim, n);
+            return 1;
+        }
+    return 0;
+}
+
 /* The tensors live until after strata_finalize. */
 static float *param[NT], *grad[NT];
 
@@ -337,6 +369,9 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
 {
     int nw = strata_num_workers(ctx), w = strata_worker_index(ctx);
     bool sum = strcmp(o->check, "sum") == 0;
+    if (o->counted && o->steps > 0 &&
+        !(seen.without = calloc((size_t)o->steps, 1)))
+        return fail_status("allocating", STRATA_ERR_NOMEM);
     for (int t = 0; t < NT; t++) {
         size_t n = sizes[t] + (o->mismatch && w == 1 && t == 2);
         size_t bytes = n * sizeof(float);
@@ -406,7 +441,10 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
         if (o->victim >= 0 && !rejoined && seen_step_end(o, w, c))
             return 1;
     }
-    if (o->rejoin && !rejoined && !(seen.out && seen.back)) {
+    if (o->counted && !rejoined && check_counted(o, w))
+        return 1;
+    if (o->rejoin && !rejoined && !(seen.out && seen.back) &&
+        !(o->out_optional && !seen.out)) {
         fprintf(stderr,
                 "exact: worker %d: %d steps, and worker %d was not seen "
                 "%s\n",
@@ -455,6 +493,8 @@ static int parse(int argc, char **argv, opts_t *o)
         {"victim", required_argument, NULL, 'v'},
         {"rejoin", no_argument, NULL, 'j'},
         {"die-again", required_argument, NULL, 'g'},
+        {"out-optional", no_argument, NULL, 'u'},
+        {"counted", required_argument, NULL, 'k'},
         {NULL, 0, NULL, 0},
     };
     *o = (opts_t){.steps = 5,
@@ -506,6 +546,12 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'j':
             o->rejoin = true;
             break;
+        case 'u':
+            o->out_optional = true;
+            break;
+        case 'k':
+            o->counted = optarg;
+            break;
         case 'g': { /* N,PATH */
             char *end;
             o->again_n = (int)strtol(optarg, &end, 10);
@@ -542,6 +588,7 @@ int main(int argc, char **argv)
     } else {
         rc = run_worker(ctx, &o);
     }
+    free(seen.without);
     if (worker && o.alloc) /* strata_alloc'd memory goes with the context */
         free_tensors(ctx, &o);
     st = strata_finalize(ctx);

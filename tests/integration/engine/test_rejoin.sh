@@ -8,9 +8,10 @@
 # gradient scale following the live workers both ways. A process of a rank
 # the job did not drop (a worker still in, an aggregator) is refused with
 # a message naming why (over tcp). strata-run --restart starts a worker
-# that died again, and it rejoins (over shm); a worker killed, restarted,
-# killed again and restarted rejoins twice (over tcp).
-EXACT=$1 TRANSPORT=$2 RUN=$3
+# that died again, and it rejoins (over shm). With a fourth argument
+# "again": the same rank killed and started again twice instead, also
+# while a partition still lags its first rejoin (twice, lagging below).
+EXACT=$1 TRANSPORT=$2 RUN=$3 WHAT=${4:-once}
 source "$(dirname "$0")/common.sh"
 export STRATA_TIMEOUT_MS=5000 STRATA_TRANSPORT=$TRANSPORT STRATA_LOG=info
 W=3 S=2 VICTIM=3 # worker 1
@@ -90,21 +91,6 @@ rejoined() {
   [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
 }
 
-rejoined bsp STRATA_OPTIMIZER=sum -- --check sum
-rejoined asp STRATA_LR=$((W * (W - 1))) -- --check stale --staleness inf
-if [ "$TRANSPORT" = shm ]; then
-  echo "-- bsp under strata-run --restart 1: worker rank $VICTIM dies at its step 20"
-  out=$(within 60 env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S --restart 1 -- \
-    "$EXACT" --steps 1000 --sleep --check sum --die-at 20 --rejoin \
-    --victim $((VICTIM - S)) 2>&1) ||
-    fail "under strata-run --restart the job did not go on: $out"
-  [ "$(grep -c '1000 steps exact' <<<"$out")" -eq 3 ] ||
-    fail "under strata-run --restart not every worker was exact: $out"
-  grep -q "strata-run: starting rank $VICTIM (worker) again" <<<"$out" ||
-    fail "strata-run did not say it starts rank $VICTIM again: $out"
-  grep -qE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$out" ||
-    fail "no rejoin under strata-run: $out"
-fi
 # twice N: under strata-run --restart 2 the victim dies at its step 20,
 # rejoins, its new process dies N steps after its first clock (N = 0:
 # before it pushed anything), and the third process rejoins; every step of
@@ -125,8 +111,83 @@ twice() {
   [ "$(grep -cE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$out")" -eq 2 ] ||
     fail "a worker killed twice (again after $1 steps) did not rejoin twice: $out"
 }
-if [ "$TRANSPORT" = tcp ]; then
+# lagging: a second rejoin while a partition still lags the first. Worker
+# rank 2 is stopped (SIGSTOP; a long timeout keeps it in the job), so the
+# victim's last pushes wait there unapplied; the victim is killed and
+# started again (its first rejoin, with those pushes still to apply), that
+# process kills itself before its first push and is dropped, and a third
+# one asks to rejoin: it waits until every partition took the rank back
+# (once rank 2 goes on), then trains; every step stays exact.
+lagging() {
+  echo "-- bsp: a second rejoin while a partition still lags the first"
+  local mark p2
+  mark=$(mktemp -u "${TMPDIR:-/tmp}/strata-rejoin.XXXXXX")
+  # The others may see the victim out (while the third process waits) or
+  # never, but no step before its first process's boundary (the count
+  # the coordinator logs, handed over in $mark.count) without it.
+  CMD=(env STRATA_POLICY=bsp STRATA_OPTIMIZER=sum STRATA_TIMEOUT_MS=60000
+    "$EXACT" --steps 600 --sleep --check sum --victim $((VICTIM - S))
+    --rejoin --out-optional --counted "$mark.count" --die-again "0,$mark")
+  ENV_OF_RANK=()
+  start_ranks $W $S "${CMD[@]}"
+  wait_log 0 "layout of .* accepted" 60
+  sleep 0.3
+  kill -STOP "${PIDS[2]}"
+  sleep 1 # the victim pushes what it can meanwhile
+  kill -KILL "${PIDS[$VICTIM]}"
+  wait "${PIDS[$VICTIM]}" 2>/dev/null
+  wait_log 0 "worker rank $VICTIM .* dropped: its first" 30
+  sed -nE "s/.*worker rank $VICTIM .* dropped: its first ([0-9]+) clocks count.*/\1/p" \
+    "$LDIR/0.log" | head -1 >"$mark.count"
+  again $VICTIM "$LDIR/$VICTIM.2.log" "${CMD[@]}"
+  p2=$AGAIN
+  wait $p2 2>/dev/null
+  grep -q "dies again" "$LDIR/$VICTIM.2.log" ||
+    { kill -CONT "${PIDS[2]}"; kill -KILL "${PIDS[@]}" 2>/dev/null
+      fail "the victim's second process did not die as told: $(cat "$LDIR/$VICTIM.2.log")"; }
+  wait_log 0 "worker rank $VICTIM \\(pid $p2 .* dropped: its first" 30
+  again $VICTIM "$LDIR/$VICTIM.log" "${CMD[@]}"
+  PIDS[VICTIM]=$AGAIN
+  sleep 1
+  if grep -q "waits: an aggregator still takes its rank back" "$LDIR/0.log"; then
+    echo "the third process waited for a lagging partition"
+  else
+    echo "no partition lagged this time (the victim was killed between pushes)"
+  fi
+  kill -CONT "${PIDS[2]}"
+  within 120 wait_ranks
+  rm -f "$mark" "$mark.count"
+  for ((r = 0; r < W + S; r++)); do
+    expect_rank $r 0 ""
+  done
+  for r in 2 3 4; do
+    grep -q "600 steps exact" "$LDIR/$r.log" ||
+      fail "lagging: worker rank $r did not report exact steps: $(cat "$LDIR/$r.log")"
+  done
+  [ "$(grep -cE "worker rank $VICTIM .* rejoined: it trains from clock" "$LDIR/0.log")" -eq 2 ] ||
+    fail "lagging: the victim did not rejoin twice: $(cat "$LDIR/0.log")"
+  [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
+}
+if [ "$WHAT" = again ]; then
   twice 0
   twice 5
+  lagging
+  echo "a worker killed and started again twice over $TRANSPORT: back in the job, exact"
+  exit 0
+fi
+rejoined bsp STRATA_OPTIMIZER=sum -- --check sum
+rejoined asp STRATA_LR=$((W * (W - 1))) -- --check stale --staleness inf
+if [ "$TRANSPORT" = shm ]; then
+  echo "-- bsp under strata-run --restart 1: worker rank $VICTIM dies at its step 20"
+  out=$(within 60 env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S --restart 1 -- \
+    "$EXACT" --steps 1000 --sleep --check sum --die-at 20 --rejoin \
+    --victim $((VICTIM - S)) 2>&1) ||
+    fail "under strata-run --restart the job did not go on: $out"
+  [ "$(grep -c '1000 steps exact' <<<"$out")" -eq 3 ] ||
+    fail "under strata-run --restart not every worker was exact: $out"
+  grep -q "strata-run: starting rank $VICTIM (worker) again" <<<"$out" ||
+    fail "strata-run did not say it starts rank $VICTIM again: $out"
+  grep -qE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$out" ||
+    fail "no rejoin under strata-run: $out"
 fi
 echo "a worker killed and started again over $TRANSPORT: back in the job, exact"
