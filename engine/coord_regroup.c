@@ -305,6 +305,8 @@ static void eng_coord_on_steps(strata_ctx_t *ctx, eng_member_t *m,
                  eng_member_name(m));
         return;
     }
+    util_debug("grouping: worker %d steps %.2f ms (%" PRIu64 " measured)", w,
+               seconds * 1e3, steps);
     if (eng_grouping_probing(rg->grouping) ||
         util_now_ns() - rg->eval_ns >= ENG_RG_EVAL_NS)
         eng_rg_evaluate(ctx);
