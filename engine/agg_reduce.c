@@ -24,19 +24,11 @@
 #include "util/log.h"
 
 /* The source of worker w's push of worker clock wc. */
-/* The connection worker w pushed clock wc on: before a rejoin's gap, its
- * old process's. */
-static const eng_wlink_t *eng_link_of(const eng_agg_t *a, uint32_t w,
-                                      int64_t wc)
-{
-    return a->prev[w] && wc < a->gap_lo[w] ? a->prev[w] : a->links[w];
-}
-
 static eng_src_t eng_src_of(const eng_agg_t *a, const eng_apart_t *ap,
                             uint32_t w, int64_t wc)
 {
-    const eng_wlink_t *l = eng_link_of(a, w, wc);
-    return (eng_src_t){.p = eng_slot(a, l, ap, wc),
+    return (eng_src_t){.p = eng_src_addr(a, eng_agg_src_link(a, w, wc),
+                                         (uint32_t)(ap - a->parts), wc),
                        .nsparse = ap->nsparse[2 * w + (uint32_t)(wc & 1)]};
 }
 
@@ -44,7 +36,7 @@ static eng_src_t eng_src_of(const eng_agg_t *a, const eng_apart_t *ap,
  * message has come (it precedes the writes on the connection). */
 static uint32_t eng_steps_of(const eng_agg_t *a, uint32_t w, int64_t wc)
 {
-    const eng_wlink_t *l = eng_link_of(a, w, wc);
+    const eng_wlink_t *l = eng_agg_src_link(a, w, wc);
     return l && l->round_clock[wc & 1] == wc ? l->round_steps[wc & 1] : 0;
 }
 
@@ -202,8 +194,11 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
     atomic_fetch_add_explicit(&ctx->cnt.reduce_ns, t1 - t0,
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&ctx->cnt.updates, 1, memory_order_relaxed);
-    for (size_t k = 0; k < u->n; k++)
+    for (size_t k = 0; k < u->n; k++) {
         ap->applied[a->src_w[k]] = a->src_wc[k];
+        eng_agg_consumed(ctx, (uint32_t)(ap - a->parts), a->src_w[k],
+                         a->src_wc[k]);
+    }
 }
 
 strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap)

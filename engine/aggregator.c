@@ -359,7 +359,9 @@ static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
     l->qcap = 2 * a->nparts + 1;
     l->q = util_calloc(l->qcap, sizeof(*l->q));
     l->dst = util_calloc(a->npieces ? a->npieces : 1, sizeof(*l->dst));
-    if (!l->q || !l->dst)
+    l->in_place = util_calloc(a->nparts ? a->nparts : 1, sizeof(*l->in_place));
+    l->held = util_calloc(a->nparts ? a->nparts : 1, sizeof(*l->held));
+    if (!l->q || !l->dst || !l->in_place || !l->held)
         return STRATA_ERR_NOMEM;
     tp_rdesc_t d;
     strata_status_t st =
@@ -492,6 +494,62 @@ void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
            ap->part->shard_off;
 }
 
+const void *eng_src_addr(const eng_agg_t *a, const eng_wlink_t *l, uint32_t i,
+                         int64_t clock)
+{
+    if (l->held[i] >> (clock & 1) & 1)
+        return l->in_place[i];
+    return eng_slot(a, l, &a->parts[i], clock);
+}
+
+void eng_agg_consumed(strata_ctx_t *ctx, uint32_t i, uint32_t w, int64_t wc)
+{
+    eng_wlink_t *l = eng_agg_src_link(ctx->agg, w, wc);
+    uint8_t bit = (uint8_t)(1u << (wc & 1));
+    if (!(l->held[i] & bit))
+        return;
+    l->held[i] &= (uint8_t)~bit;
+    unsigned char buf[16];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_CONSUMED);
+    eng_put_u32(&m, i);
+    eng_put_i64(&m, wc);
+    /* A link that broke fails the job or drops the worker through its
+     * disconnect. */
+    if (eng_send(&l->peer, &m, NULL) != STRATA_OK)
+        util_debug("cannot say CONSUMED to %s", eng_peer_name(&l->peer));
+}
+
+/* The worker's connection closes, and its mappings with it: what it
+ * announced in place and is not reduced yet is copied into its slots,
+ * where a push that counts is read from then on. Its memory no longer
+ * changes: the worker is gone, or waits for a CONSUMED that cannot come. */
+static void eng_wlink_unmap(strata_ctx_t *ctx, eng_wlink_t *l)
+{
+    eng_agg_t *a = ctx->agg;
+    uint32_t kept = 0;
+    for (uint32_t i = 0; l->in_place && i < a->nparts; i++) {
+        for (int64_t parity = 0; parity < 2; parity++)
+            if (l->held[i] >> parity & 1) {
+                memcpy(eng_slot(a, l, &a->parts[i], parity), l->in_place[i],
+                       a->parts[i].part->bytes);
+                kept++;
+            }
+        l->held[i] = 0;
+        l->in_place[i] = NULL;
+    }
+    if (kept)
+        util_info("%s: %u partition pushes it announced in place copied "
+                  "before its connection closes",
+                  eng_peer_name(&l->peer), kept);
+}
+
+static void eng_wlink_close(strata_ctx_t *ctx, eng_wlink_t *l)
+{
+    eng_wlink_unmap(ctx, l);
+    eng_peer_close(&l->peer);
+}
+
 static void eng_agg_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
                                   void *op_ctx, strata_status_t status)
 {
@@ -556,6 +614,20 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
             (unsigned long long)ap->part->bytes, eng_peer_name(&l->peer));
         return;
     }
+    if (l->in_place[i] && (sparse || len != 0)) {
+        eng_fail_tell(ctx, STRATA_ERR_PROTO,
+                      "%s wrote %u bytes of partition %u, which it said is "
+                      "read in place",
+                      eng_peer_name(&l->peer), len, ap->index);
+        return;
+    }
+    if (l->in_place[i]) {
+        l->held[i] |= (uint8_t)(1u << (c & 1));
+        atomic_fetch_add_explicit(&ctx->cnt.in_place_pushes, 1,
+                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&ctx->cnt.in_place_bytes, ap->part->bytes,
+                                  memory_order_relaxed);
+    }
     ap->arrived[l->widx] = c;
     ap->nsparse[2 * l->widx + (c & 1)] = sparse ? len / 8 : ENG_SRC_DENSE;
     atomic_fetch_add_explicit(&ctx->cnt.pushes, 1, memory_order_relaxed);
@@ -603,6 +675,25 @@ static bool eng_on_params(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
             return false;
         l->dst[a->piece_local[k]] = d;
         l->ndst++;
+    }
+    return eng_rbuf_ok(r);
+}
+
+/* GRADS: the partitions whose gradients the worker has read in place, and
+ * where (a region it exported to this connection). */
+static bool eng_on_grads(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
+{
+    eng_agg_t *a = ctx->agg;
+    while (!r->bad && r->pos < r->len) {
+        uint32_t i = eng_get_u32(r);
+        tp_rdesc_t d = {.addr = eng_get_u64(r),
+                        .len = eng_get_u64(r),
+                        .key = eng_get_u64(r)};
+        uint64_t off = eng_get_u64(r);
+        if (r->bad || i >= a->nparts || l->in_place[i] ||
+            tp_peer_map(l->peer.ep, &d, off, a->parts[i].part->bytes,
+                        &l->in_place[i]) != STRATA_OK)
+            return false;
     }
     return eng_rbuf_ok(r);
 }
@@ -701,6 +792,9 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
     if (ok && type == ENG_MSG_PARAMS && !l->params_ready &&
         eng_on_params(ctx, l, r))
         return;
+    if (ok && type == ENG_MSG_GRADS && !l->params_ready &&
+        eng_on_grads(ctx, l, r))
+        return;
     if (ok && type == ENG_MSG_PARAMS_END && eng_rbuf_ok(r) &&
         l->ndst == a->npieces && !l->params_ready) {
         l->params_ready = true;
@@ -727,8 +821,8 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
 static void eng_agg_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
                                     strata_status_t status)
 {
-    eng_peer_close(peer);
     eng_wlink_t *l = peer->owner;
+    eng_wlink_close(ctx, l);
     if (l->widx < 0) { /* a stray connection is no failure */
         eng_agg_forget(ctx, l, NULL);
         return;
@@ -751,7 +845,7 @@ static void eng_agg_close(strata_ctx_t *ctx)
     for (eng_wlink_t *l = a->accepted; l; l = l->next)
         if (l->peer.ep) {
             l->peer.left = true;
-            eng_peer_close(&l->peer);
+            eng_wlink_close(ctx, l);
         }
     for (int p = 0; p < ENG_NPROV; p++)
         if (ctx->data_listener[p]) {
@@ -846,6 +940,8 @@ static void eng_wlink_free(eng_wlink_t *l)
         tp_mr_dereg(l->slots_mr);
     util_free(l->q);
     util_free(l->dst);
+    util_free(l->in_place);
+    util_free(l->held);
     util_free(l);
 }
 

@@ -77,6 +77,12 @@ typedef struct eng_wlink {
     uint32_t qcap, qhead, qlen, qpiece;
     int64_t round_clock[2]; /* ROUND: the clock of each parity, -1 */
     uint32_t round_steps[2];
+    /* Zero copy (GRADS): per partition of the shard, where the worker's
+     * gradients are mapped here (NULL: they are written into the slots),
+     * and per clock parity (bit), whether the push there is read in place
+     * and not consumed yet. */
+    const void **in_place;
+    uint8_t *held;
 } eng_wlink_t;
 
 /* The learning rates the workers announced (STRATA_OPTIMIZER=sgd), in
@@ -259,6 +265,14 @@ strata_status_t eng_agg_rejoin_part(strata_ctx_t *ctx, eng_apart_t *ap,
  * else one fewer). */
 strata_status_t eng_agg_live_note(eng_agg_t *a, int64_t clock, bool grow);
 
+/* The connection whose slots (or mapping) hold worker w's push of its
+ * clock wc: before a rejoin's gap, its old process's. */
+static inline eng_wlink_t *eng_agg_src_link(const eng_agg_t *a, uint32_t w,
+                                            int64_t wc)
+{
+    return a->prev[w] && wc < a->gap_lo[w] ? a->prev[w] : a->links[w];
+}
+
 /* Whether worker w's push of its clock wc counts: before its boundary, and
  * not between its boundary and a rejoin. */
 static inline bool eng_agg_counts(const eng_agg_t *a, uint32_t w, int64_t wc)
@@ -283,5 +297,12 @@ void eng_agg_join(strata_ctx_t *ctx, eng_wlink_t *l, int widx);
 /* Where worker l's push of `clock` for the partition lands. */
 void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
                int64_t clock);
+/* Where worker l's push of `clock` for partition i is read: in place, or
+ * its slot. */
+const void *eng_src_addr(const eng_agg_t *a, const eng_wlink_t *l, uint32_t i,
+                         int64_t clock);
+/* A reduction read worker w's push of its clock wc on partition i: if in
+ * place, the worker may have its gradients back (CONSUMED). */
+void eng_agg_consumed(strata_ctx_t *ctx, uint32_t i, uint32_t w, int64_t wc);
 
 #endif /* STRATA_ENGINE_AGGREGATOR_H */

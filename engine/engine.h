@@ -197,6 +197,7 @@ typedef struct eng_counters {
     _Atomic uint64_t rounds, push_handoff_ns, push_post_ns, round_trip_ns;
     _Atomic uint64_t pull_wakeup_ns, reduce_wait_ns, serve_ns;
     _Atomic uint64_t pull_raised_ns; /* when the pull gate last rose */
+    _Atomic uint64_t in_place_pushes, in_place_bytes;
 } eng_counters_t;
 
 struct strata_ctx {

@@ -31,6 +31,8 @@ void eng_metrics_read(strata_ctx_t *ctx, strata_metrics_t *m)
         .pull_wakeup_ns = eng_ld(&c->pull_wakeup_ns),
         .reduce_wait_ns = eng_ld(&c->reduce_wait_ns),
         .serve_ns = eng_ld(&c->serve_ns),
+        .in_place_pushes = eng_ld(&c->in_place_pushes),
+        .in_place_bytes = eng_ld(&c->in_place_bytes),
     };
     const eng_role_ops_t *role = ctx->role_ops;
     if (role->group_clock) { /* an aggregator: the least of its groups' */
@@ -74,14 +76,16 @@ size_t eng_metrics_json(strata_ctx_t *ctx, char *buf, size_t cap)
         "\"bytes_pushed\": %llu, \"bytes_pulled\": %llu, "
         "\"pushes\": %llu, \"pulls\": %llu, \"staging_copies\": %llu, "
         "\"staging_bytes\": %llu, \"reductions\": %llu, "
-        "\"reduce_ns\": %llu, \"updates\": %llu, \"clock\": %lld",
+        "\"reduce_ns\": %llu, \"updates\": %llu, \"clock\": %lld, "
+        "\"in_place_pushes\": %llu, \"in_place_bytes\": %llu",
         ctx->rank, ctx->role_ops->name, ctx->host_id,
         (unsigned long long)m.bytes_pushed, (unsigned long long)m.bytes_pulled,
         (unsigned long long)m.pushes, (unsigned long long)m.pulls,
         (unsigned long long)m.staging_copies,
         (unsigned long long)m.staging_bytes, (unsigned long long)m.reductions,
         (unsigned long long)m.reduce_ns, (unsigned long long)m.updates,
-        (long long)m.clock);
+        (long long)m.clock, (unsigned long long)m.in_place_pushes,
+        (unsigned long long)m.in_place_bytes);
     if (ctx->role_ops->group_clock) {
         eng_jprintf(&j, ", \"group_clocks\": [");
         for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {

@@ -68,13 +68,15 @@
                          lost shard to its rebuilder */                        \
     X(FRAG, 43)       /* aggregator -> aggregator via the coordinator: a       \
                          chunk of a fragment of a lost shard's stripe */       \
-    X(REBUILT, 44)    /* aggregator -> coordinator: a lost shard rebuilt */
+    X(REBUILT, 44)    /* aggregator -> coordinator: a lost shard rebuilt */    \
+    X(GRADS, 45)      /* worker -> aggregator: partitions it reads in place */ \
+    X(CONSUMED, 46)   /* aggregator -> worker: a push read in place reduced */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 10
+#define ENG_PROTO_VERSION 11
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

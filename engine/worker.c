@@ -33,6 +33,8 @@ static void eng_worker_announce(strata_ctx_t *ctx);
 static void eng_worker_pending(strata_ctx_t *ctx, char *buf, size_t len);
 static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
                                      eng_rbuf_t *r);
+static void eng_worker_on_consumed(strata_ctx_t *ctx, eng_link_t *l,
+                                   eng_rbuf_t *r);
 
 static const eng_role_ops_t eng_worker_role = {
     .name = "worker",
@@ -235,11 +237,45 @@ static strata_status_t eng_post_topk(strata_ctx_t *ctx, eng_link_t *l,
     return st;
 }
 
+/* Whether the aggregator reads the queued push in place. */
+static bool eng_post_in_place(const strata_ctx_t *ctx, const eng_link_t *l,
+                              const eng_post_t *e)
+{
+    return e->kind == ENG_OP_GRAD && l->in_place &&
+           l->in_place[ctx->worker->layout->parts[e->part].shard_index];
+}
+
+/* A push read in place: a zero-length write, its immediate all it says.
+ * The gradients stay the application's to not touch until CONSUMED. */
+static strata_status_t eng_post_notice(strata_ctx_t *ctx, eng_link_t *l,
+                                       const eng_post_t *e)
+{
+    const eng_layout_t *lay = ctx->worker->layout;
+    const eng_partition_t *part = &lay->parts[e->part];
+    const eng_piece_t *pc = &lay->pieces[part->first_piece];
+    uint64_t dst_off =
+        (uint64_t)(e->clock & 1) * lay->shard_bytes[l->shard] + part->shard_off;
+    strata_status_t st = tp_write(
+        l->peer.ep, ctx->worker->tensors[pc->tensor].reg[l->prov].grad, 0,
+        &l->slots, dst_off, 0,
+        eng_imm(ENG_IMM_GRAD, e->clock, part->shard_index), TP_WRITE_IMM,
+        (void *)(uintptr_t)(ENG_OP_TOPK | (e->clock & 1 ? ENG_OP_ODD : 0)));
+    if (st == STRATA_OK) {
+        atomic_fetch_add_explicit(&ctx->cnt.in_place_pushes, 1,
+                                  memory_order_relaxed);
+        atomic_fetch_add_explicit(&ctx->cnt.in_place_bytes, part->bytes,
+                                  memory_order_relaxed);
+    }
+    return st;
+}
+
 static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
                                       const eng_post_t *e, uint32_t k)
 {
     if (e->kind == ENG_OP_TOPK)
         return eng_post_topk(ctx, l, e);
+    if (eng_post_in_place(ctx, l, e))
+        return eng_post_notice(ctx, l, e);
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
     const eng_partition_t *part = &lay->parts[e->part];
@@ -280,7 +316,9 @@ void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
     while (l->qlen > 0 && l->have_slots && !ctx->msgs.head) {
         const eng_post_t *e = &l->q[l->qhead];
         uint32_t npieces =
-            e->kind == ENG_OP_TOPK ? 1 : lay->parts[e->part].npieces;
+            e->kind == ENG_OP_TOPK || eng_post_in_place(ctx, l, e)
+                ? 1
+                : lay->parts[e->part].npieces;
         while (l->qpiece < npieces) {
             strata_status_t st = eng_post_piece(ctx, l, e, l->qpiece);
             if (st == STRATA_ERR_AGAIN)
@@ -317,6 +355,10 @@ static void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
 {
     if (type == ENG_MSG_SLOTS) {
         eng_worker_on_slots(ctx, peer->owner, r);
+        return;
+    }
+    if (type == ENG_MSG_CONSUMED && ctx->worker->layout) {
+        eng_worker_on_consumed(ctx, peer->owner, r);
         return;
     }
     if (type == ENG_MSG_LEFT && ctx->worker->leaving && eng_rbuf_ok(r)) {
@@ -397,6 +439,49 @@ static void eng_push_topk(strata_ctx_t *ctx, uint32_t p, int64_t c)
     }
 }
 
+/* Partition p of clock c is complete: queued for its aggregator, as its
+ * pieces' writes or, read in place, one notice. */
+static void eng_push_part(eng_worker_t *w, uint32_t p, int64_t c)
+{
+    eng_link_t *l = eng_link_of(w, p);
+    uint32_t si = w->layout->parts[p].shard_index;
+    eng_link_enqueue(l, p, ENG_OP_GRAD, c);
+    if (l->in_place && l->in_place[si]) {
+        l->zc_queued[si] = c;
+        w->in_place_out[c & 1]++;
+        w->unlanded[c & 1]++;
+    } else
+        w->unlanded[c & 1] += w->layout->parts[p].npieces;
+}
+
+/* CONSUMED: an aggregator reduced a push it read in place; its pieces are
+ * done with their gradient buffers. */
+static void eng_worker_on_consumed(strata_ctx_t *ctx, eng_link_t *l,
+                                   eng_rbuf_t *r)
+{
+    eng_worker_t *w = ctx->worker;
+    const eng_layout_t *lay = w->layout;
+    uint32_t si = eng_get_u32(r);
+    int64_t c = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || !l->in_place || si >= lay->shard_nparts[l->shard] ||
+        !l->in_place[si] || c != l->zc_consumed[si] + 1 ||
+        c > l->zc_queued[si]) {
+        eng_fail_tell(ctx, STRATA_ERR_PROTO,
+                      "malformed or unexpected CONSUMED (partition %u, clock "
+                      "%lld) from %s",
+                      si, (long long)c, eng_peer_name(&l->peer));
+        return;
+    }
+    l->zc_consumed[si] = c;
+    const eng_partition_t *part = &lay->parts[lay->shard_parts[l->shard][si]];
+    for (uint32_t k = 0; k < part->npieces; k++) {
+        const eng_piece_t *pc = &lay->pieces[part->first_piece + k];
+        eng_piece_done(ctx, w->tensors[pc->tensor].push_req[c & 1], STRATA_OK);
+    }
+    if (--w->in_place_out[c & 1] == 0)
+        eng_worker_unpark(ctx);
+}
+
 /* A push of the current clock: checked first, then each tensor's pieces
  * counted off their partitions; a partition whose pieces are all pushed is
  * queued for its aggregator. */
@@ -432,10 +517,8 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
                 continue;
             if (w->topk && eng_topk_push_covers(w->topk, p))
                 eng_push_topk(ctx, p, c);
-            else {
-                eng_link_enqueue(eng_link_of(w, p), p, ENG_OP_GRAD, c);
-                w->unlanded[c & 1] += lay->parts[p].npieces;
-            }
+            else
+                eng_push_part(w, p, c);
         }
     }
     w->npushed += n;
@@ -461,11 +544,14 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
     return STRATA_OK;
 }
 
-/* Pushes for clock c wait until the model for c - 1 has landed, and while
- * a regroup is being agreed from their clock on. */
+/* Pushes for clock c wait until the model for c - 1 has landed, and (its
+ * first) until those of c - 2 read in place were consumed (c's requests
+ * take their places), and while a regroup is being agreed from their clock
+ * on. */
 static bool eng_may_push(const eng_worker_t *w)
 {
     return w->pull_min >= w->clock - 1 &&
+           (w->npushed > 0 || w->in_place_out[w->clock & 1] == 0) &&
            !(w->frozen && w->clock >= w->freeze_at);
 }
 
@@ -680,7 +766,7 @@ static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
         st = eng_block_alloc(ctx, cmd->u.alloc.bytes, cmd->u.alloc.ptr_out);
         break;
     case ENG_CMD_FREE:
-        st = eng_block_release(w, cmd->u.free_ptr);
+        st = eng_block_release(ctx, cmd->u.free_ptr);
         break;
     case ENG_CMD_FINALIZE:
         w->finish_req = req;

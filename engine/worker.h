@@ -22,6 +22,14 @@
  * clock c is taken only once the model for c - 1 has landed, which proves
  * the aggregators consumed clock c - 2 and freed that parity's slot.
  *
+ * Zero copy on one host: where the link's transport maps the worker's
+ * memory into the aggregator (shm) and a partition's gradients lie
+ * contiguous in one strata_alloc block, the aggregator reduces them where
+ * they are (GRADS at the commit says which). The push is then a zero-length
+ * write carrying the immediate, counted for PUSHED like any write; its
+ * pieces complete only when the aggregator says it reduced them (CONSUMED),
+ * so the application cannot write the gradients before they were read.
+ *
  * Pull: the aggregators write the model into the parameter buffers (or, where
  * a transport cannot reach the user's memory, into a staging buffer copied on
  * arrival). The pull gate holds the least clock every partition has reached.
@@ -40,7 +48,10 @@ _Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
  * push (one write of a partition from the send buffer). */
 /* A write's context: the kind in the low two bits, the parity of a push's
  * clock in the third (ENG_OP_ODD), the request of a GRAD write above them
- * (requests are aligned to 8). */
+ * (requests are aligned to 8). A TOPK context also stands for a zero-copy
+ * notice: both are one write of a partition that completes no piece (the
+ * pieces of a GDTopK push are done when it is prepared, those of a push
+ * read in place when the aggregator says CONSUMED). */
 enum {
     ENG_OP_GRAD = 1,
     ENG_OP_INIT = 2,
@@ -90,6 +101,12 @@ typedef struct eng_link {
     tp_rdesc_t stage_desc;
     eng_post_t *q;
     uint32_t qcap, qhead, qlen, qpiece; /* qpiece: next piece of the head */
+    /* Zero copy (STRATA_ZERO_COPY, a provider with TP_CAP_PEER_MAP): per
+     * partition of the shard (its shard_index), whether the aggregator reads
+     * its gradients in place (GRADS), then the clock of its last push queued
+     * and of the last one the aggregator consumed; NULL: none is. */
+    bool *in_place;
+    int64_t *zc_queued, *zc_consumed;
 } eng_link_t;
 
 typedef struct eng_block {
@@ -124,6 +141,10 @@ struct eng_worker {
      * clock announced complete to every aggregator (-1), and whether a
      * write failed (then nothing more is announced). */
     uint32_t unlanded[2];
+    /* Zero copy: per clock parity, partition pushes read in place and not
+     * consumed yet; a push of clock c waits for those of c - 2 (it takes
+     * their requests' places). */
+    uint32_t in_place_out[2];
     int64_t announced;
     bool write_failed;
     uint32_t npushed;  /* tensors pushed in the current clock */
@@ -212,7 +233,7 @@ void eng_commit_free(strata_ctx_t *ctx);
 eng_block_t *eng_block_find(eng_worker_t *w, const void *p, size_t len);
 /* ENG_CMD_ALLOC and ENG_CMD_FREE. */
 strata_status_t eng_block_alloc(strata_ctx_t *ctx, size_t len, void **ptr_out);
-strata_status_t eng_block_release(eng_worker_t *w, void *ptr);
+strata_status_t eng_block_release(strata_ctx_t *ctx, void *ptr);
 void eng_blocks_free(eng_worker_t *w);
 
 #endif /* STRATA_ENGINE_WORKER_H */

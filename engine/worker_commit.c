@@ -183,6 +183,89 @@ void eng_commit_check(strata_ctx_t *ctx)
     w->commit_req = NULL;
 }
 
+/* Whether the aggregator of link l can read partition p's gradients in
+ * place: they lie contiguous in one strata_alloc block the link's
+ * transport exported (*b_out, at *off_out), apart from every parameter
+ * buffer of theirs (the model lands there), and no GDTopK send buffer
+ * stands in for them. */
+static bool eng_part_in_place(const eng_worker_t *w, const eng_link_t *l,
+                              uint32_t p, eng_block_t **b_out,
+                              uint64_t *off_out)
+{
+    const eng_layout_t *lay = w->layout;
+    const eng_partition_t *part = &lay->parts[p];
+    if (w->topk && eng_topk_push_covers(w->topk, p))
+        return false;
+    const char *next = NULL;
+    for (uint32_t k = 0; k < part->npieces; k++) {
+        const eng_piece_t *pc = &lay->pieces[part->first_piece + k];
+        const eng_wtensor_t *t = &w->tensors[pc->tensor];
+        const char *at = (const char *)t->grad + pc->tensor_off;
+        uint64_t n = lay->tensor_bytes[pc->tensor];
+        if (k > 0 && at != next)
+            return false;
+        if ((const char *)t->grad < (const char *)t->param + n &&
+            (const char *)t->param < (const char *)t->grad + n)
+            return false;
+        next = at + pc->len;
+    }
+    const char *first =
+        (const char *)w->tensors[lay->pieces[part->first_piece].tensor].grad +
+        lay->pieces[part->first_piece].tensor_off;
+    eng_block_t *b = eng_block_find((eng_worker_t *)w, first, part->bytes);
+    if (!b || !b->mr[l->prov])
+        return false;
+    *b_out = b;
+    *off_out = (uint64_t)(first - (const char *)b->addr);
+    return true;
+}
+
+/* Zero copy: which of the aggregator's partitions it reads in place here
+ * (GRADS: the shard's index of each, the block it lies in, exported to the
+ * aggregator, and where in it). */
+static strata_status_t eng_send_grads(strata_ctx_t *ctx, eng_link_t *l)
+{
+    eng_worker_t *w = ctx->worker;
+    const eng_layout_t *lay = w->layout;
+    uint32_t n = lay->shard_nparts[l->shard];
+    if (!eng_config_int(ctx->cfg, ENG_CFG_ZERO_COPY) || n == 0 ||
+        !(tp_caps(l->peer.tp) & TP_CAP_PEER_MAP))
+        return STRATA_OK;
+    l->in_place = util_calloc(n, sizeof(*l->in_place));
+    l->zc_queued = util_malloc(n * sizeof(*l->zc_queued));
+    l->zc_consumed = util_malloc(n * sizeof(*l->zc_consumed));
+    if (!l->in_place || !l->zc_queued || !l->zc_consumed)
+        return STRATA_ERR_NOMEM;
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_GRADS);
+    strata_status_t st = STRATA_OK;
+    for (uint32_t i = 0; st == STRATA_OK && i < n; i++) {
+        l->zc_queued[i] = l->zc_consumed[i] = ctx->start_clock - 1;
+        eng_block_t *b;
+        uint64_t off;
+        tp_rdesc_t d;
+        if (!eng_part_in_place(w, l, lay->shard_parts[l->shard][i], &b, &off))
+            continue;
+        st = tp_mr_export(b->mr[l->prov], l->peer.ep, &d);
+        if (st != STRATA_OK)
+            break;
+        l->in_place[i] = true;
+        if (eng_wbuf_room(&m) < 36) {
+            st = eng_send(&l->peer, &m, NULL);
+            eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_GRADS);
+        }
+        eng_put_u32(&m, i);
+        eng_put_u64(&m, d.addr);
+        eng_put_u64(&m, d.len);
+        eng_put_u64(&m, d.key);
+        eng_put_u64(&m, off);
+    }
+    if (st == STRATA_OK && m.len > 2)
+        st = eng_send(&l->peer, &m, NULL);
+    return st;
+}
+
 /* Where each piece of the aggregator's partitions lands here. */
 static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
 {
@@ -217,6 +300,8 @@ static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
     }
     if (st == STRATA_OK && m.len > 2)
         st = eng_send(&l->peer, &m, NULL);
+    if (st == STRATA_OK)
+        st = eng_send_grads(ctx, l);
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS_END);
     return st == STRATA_OK ? eng_send(&l->peer, &m, NULL) : st;
 }
@@ -294,6 +379,9 @@ void eng_commit_free(strata_ctx_t *ctx)
             tp_mr_dereg(l->stage_mr);
         util_free(l->q);
         util_free(l->tdesc);
+        util_free(l->in_place);
+        util_free(l->zc_queued);
+        util_free(l->zc_consumed);
     }
     eng_topk_push_free(w->topk);
     util_free(w->grads);

@@ -208,7 +208,10 @@ strata_status_t strata_commit(strata_ctx_t *ctx);
  * leaves when every tensor in it has been pushed, so pushing tensors as
  * backpropagation produces them overlaps communication with computation.
  * When every tensor has been pushed the clock advances. The request completes
- * when the gradient buffers may be written again. Any number of requests may
+ * when the gradient buffers may be written again: over shm, for gradients in
+ * strata_alloc memory, once the aggregators reduced them in place
+ * (STRATA_ZERO_COPY), which needs the clock's every tensor pushed, so push
+ * a whole clock before waiting on a part of it. Any number of requests may
  * be outstanding (the pool grows; STRATA_ERR_NOMEM when memory runs out). */
 strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
                             size_t ntensors, strata_request_t **req_out);
@@ -329,6 +332,11 @@ typedef struct strata_metrics {
      * reduction (waiting on model writes still in flight), and serving it
      * (the model writes posted) */
     uint64_t reduce_wait_ns, serve_ns;
+    /* Zero copy on one host (STRATA_ZERO_COPY, shm, gradients in
+     * strata_alloc memory). Worker: partition pushes an aggregator read in
+     * place, and their bytes, none of them copied; aggregator: the same,
+     * of every worker. */
+    uint64_t in_place_pushes, in_place_bytes;
 } strata_metrics_t;
 
 #define STRATA_METRICS_INIT                                                    \

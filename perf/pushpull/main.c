@@ -2,7 +2,7 @@
  * strata-bench-pushpull [--aggregators S] [--min-bytes A] [--max-bytes B]
  *                       [--iters N] [--blocks K] [--warmup W]
  *                       [--partition-bytes P] [--optimizer sum|sgd]
- *                       [--breakdown] [--json FILE]
+ *                       [--alloc-grad] [--breakdown] [--json FILE]
  * One BSP round (every worker pushes B bytes of fp32 gradients, the
  * aggregators reduce them, every worker pulls B bytes back) timed for sizes
  * doubling from A to B, as nccl-tests prints collectives; under mpirun, in
@@ -21,6 +21,10 @@
  *
  * Each size is a job of its own (strata_init, one tensor, strata_finalize),
  * so every rank, aggregators too, runs this program.
+ *
+ * --alloc-grad puts the gradients in strata_alloc memory too: over shm the
+ * aggregators then reduce them in place (zero copy, unless
+ * STRATA_ZERO_COPY=0), where ordinary memory is copied by every push.
  *
  * --breakdown prints where a round's time goes, from the engine's stage
  * counters (strata_metrics_t): the workers' over their timed blocks, the
@@ -66,6 +70,7 @@ typedef struct opts {
     const char *optimizer;
     const char *json;
     bool breakdown;
+    bool alloc_grad; /* gradients in strata_alloc memory */
 } opts_t;
 
 typedef struct row {
@@ -100,7 +105,8 @@ static void usage(FILE *f)
                "[--max-bytes B]\n"
                "         [--iters N] [--blocks K] [--warmup W] "
                "[--partition-bytes P]\n"
-               "         [--optimizer sum|sgd] [--breakdown] [--json FILE]\n"
+               "         [--optimizer sum|sgd] [--alloc-grad] [--breakdown] "
+               "[--json FILE]\n"
                "Times one BSP push-reduce-pull round among the workers and "
                "aggregators for\nsizes doubling from A to B (default 4K:64M), "
                "and MPI_Allreduce of the same\nbytes among the same workers "
@@ -109,7 +115,9 @@ static void usage(FILE *f)
                "block is reported. P: the partition size (default: "
                "STRATA_PARTITION_BYTES, or\nthe engine's pick for the size "
                "and S). --breakdown: where a round's time\ngoes, per stage "
-               "(the aggregators' stages under mpirun only).\n"
+               "(the aggregators' stages under mpirun only). --alloc-grad: "
+               "gradients in\nstrata_alloc memory (over shm read in place "
+               "unless STRATA_ZERO_COPY=0).\n"
                "  mpirun -np W+S strata-bench-pushpull --aggregators S\n"
                "  strata-run --spmd -n W -a S -- strata-bench-pushpull "
                "--aggregators S\n");
@@ -137,6 +145,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"optimizer", required_argument, NULL, 'o'},
         {"json", required_argument, NULL, 'j'},
         {"breakdown", no_argument, NULL, 'B'},
+        {"alloc-grad", no_argument, NULL, 'G'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -182,6 +191,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'B':
             o->breakdown = true;
+            break;
+        case 'G':
+            o->alloc_grad = true;
             break;
         case 'h':
             usage(stdout);
@@ -379,9 +391,12 @@ static int run_worker(const bench_t *b, strata_ctx_t *ctx, size_t bytes,
                       row_t *row)
 {
     size_t count = bytes / sizeof(float);
-    float *param = NULL, *grad = malloc(bytes);
+    float *param = NULL, *grad = NULL;
     int rc = -1;
-    if (!grad || strata_alloc(ctx, bytes, (void **)&param) != STRATA_OK)
+    if (b->o.alloc_grad ? strata_alloc(ctx, bytes, (void **)&grad) != STRATA_OK
+                        : !(grad = malloc(bytes)))
+        goto out;
+    if (strata_alloc(ctx, bytes, (void **)&param) != STRATA_OK)
         goto out;
     for (size_t i = 0; i < count; i++)
         grad[i] = 1.0f;
@@ -399,7 +414,8 @@ static int run_worker(const bench_t *b, strata_ctx_t *ctx, size_t bytes,
 out:
     if (param)
         strata_free(ctx, param);
-    free(grad);
+    if (!b->o.alloc_grad) /* else read in place: freed with the context */
+        free(grad);
     return rc;
 }
 

@@ -34,6 +34,8 @@ class Metrics(ctypes.Structure):
         ("pull_wakeup_ns", ctypes.c_uint64),
         ("reduce_wait_ns", ctypes.c_uint64),
         ("serve_ns", ctypes.c_uint64),
+        ("in_place_pushes", ctypes.c_uint64),
+        ("in_place_bytes", ctypes.c_uint64),
     ]
 
 

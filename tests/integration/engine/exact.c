@@ -37,9 +37,18 @@
  * clock lost while they were held up). --counted FILE: at the end FILE
  * holds N, the coordinator's count of V's first process's clocks; each
  * step before N must have been with V (none of its counted pushes lost).
+ * Memory: --alloc puts the parameters in strata_alloc memory, --alloc-grad
+ * the gradients (over shm, aggregators then read them in place: zero copy);
+ * --scribble waits for each push to complete, then overwrites the gradients
+ * before pulling: a push that completed before the aggregators read its
+ * gradients shows as a wrong model.
  * Failure injection: --mismatch (worker 1 registers a different layout),
  * --die-at N (worker 1 kills itself at step N), --stop-at N (worker 1 stops,
- * SIGSTOP, at step N: connected, but silent until continued).
+ * SIGSTOP, at step N: connected, but silent until continued),
+ * --die-after-push N (worker 1 pushes step N and, once its writes or
+ * notices are all posted and a moment more for its PUSHED, kills itself;
+ * the others push step N half a second later, so that the aggregators
+ * reduce the push of a dead worker).
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>
@@ -63,8 +72,8 @@ typedef struct opts {
     const char *check;
     long staleness;     /* -1: unbounded */
     float lr, momentum; /* for --check momentum */
-    bool alloc, mismatch, sleep;
-    int die_at, stop_at;
+    bool alloc, alloc_grad, scribble, mismatch, sleep;
+    int die_at, stop_at, die_after_push;
     int resume; /* clocks the model had when the job started */
     int victim; /* -1: none */
     bool rejoin;
@@ -361,8 +370,73 @@ static void free_tensors(strata_ctx_t *ctx, const opts_t *o)
             strata_free(ctx, param[t]);
         else
             free(param[t]);
-        free(grad[t]);
+        if (!o->alloc_grad) /* strata_alloc'd: goes with the context */
+            free(grad[t]);
     }
+}
+
+/* --alloc-grad: the gradients back to back in one strata_alloc block, in
+ * the order of the layout, so that a partition spanning tensors lies
+ * contiguous too (aggregators read only such partitions in place). */
+static strata_status_t alloc_grad(strata_ctx_t *ctx, int t, size_t n)
+{
+    static float *block;
+    static size_t used;
+    if (t == 0) {
+        size_t total = 1; /* room for --mismatch's extra element */
+        for (int k = 0; k < NT; k++)
+            total += sizes[k];
+        strata_status_t st =
+            strata_alloc(ctx, total * sizeof(float), (void **)&block);
+        if (st != STRATA_OK)
+            return st;
+        used = 0;
+    }
+    grad[t] = block + used;
+    used += n;
+    return STRATA_OK;
+}
+
+/* --die-after-push: worker 1 pushes and dies once the push is out (its
+ * request completes only when the aggregators read it, so the metrics
+ * tell: its bytes or notices counted); the others push later. */
+static void die_after_push(strata_ctx_t *ctx, int w)
+{
+    if (w != 1) {
+        usleep(500 * 1000);
+        return;
+    }
+    strata_metrics_t before = STRATA_METRICS_INIT, m = STRATA_METRICS_INIT;
+    strata_metrics(ctx, &before);
+    strata_request_t *push;
+    if (strata_push(ctx, NULL, 0, &push) != STRATA_OK)
+        raise(SIGKILL);
+    for (int i = 0; i < 10000; i++) { /* at most 10 s */
+        strata_metrics(ctx, &m);
+        if (m.in_place_pushes > before.in_place_pushes ||
+            m.bytes_pushed > before.bytes_pushed)
+            break;
+        usleep(1000);
+    }
+    usleep(100 * 1000);
+    raise(SIGKILL);
+}
+
+/* A step whose gradients are overwritten as soon as the push completes,
+ * before the pull: what the push promised is that they may be. */
+static strata_status_t step_scribbling(strata_ctx_t *ctx)
+{
+    strata_request_t *push, *pull;
+    strata_status_t st = strata_push(ctx, NULL, 0, &push);
+    if (st == STRATA_OK)
+        st = strata_wait(&push, -1);
+    if (st != STRATA_OK)
+        return st;
+    for (int t = 0; t < NT; t++)
+        for (size_t j = 0; j < sizes[t]; j++)
+            grad[t][j] = 1e9f;
+    st = strata_pull(ctx, strata_clock(ctx), &pull);
+    return st == STRATA_OK ? strata_wait(&pull, -1) : st;
 }
 
 static int run_worker(strata_ctx_t *ctx, const opts_t *o)
@@ -380,7 +454,10 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
             st = strata_alloc(ctx, bytes, (void **)&param[t]);
         else
             param[t] = malloc(bytes);
-        grad[t] = malloc(bytes);
+        if (st == STRATA_OK && o->alloc_grad)
+            st = alloc_grad(ctx, t, n);
+        else if (st == STRATA_OK)
+            grad[t] = malloc(bytes);
         if (st != STRATA_OK || !param[t] || !grad[t])
             return fail_status("allocating tensors", st);
         for (size_t j = 0; j < n; j++)
@@ -432,7 +509,9 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
                 grad[t][j] = grad_value(o, nw, w, t, j, c);
         if (o->sleep)
             usleep((useconds_t)(((w * 7 + c * 3) % 5) * 1000));
-        st = strata_step(ctx);
+        if (c == o->die_after_push && !rejoined)
+            die_after_push(ctx, w);
+        st = o->scribble ? step_scribbling(ctx) : strata_step(ctx);
         if (st != STRATA_OK)
             return fail_status("step", st);
         for (int t = 0; t < NT; t++)
@@ -469,10 +548,11 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
     strata_metrics_t m = STRATA_METRICS_INIT;
     strata_metrics(ctx, &m);
     printf("worker %d: %d steps exact (%llu bytes pushed, %llu pulled, %llu "
-           "staging copies)\n",
+           "staging copies, %llu pushes read in place)\n",
            w, o->steps, (unsigned long long)m.bytes_pushed,
            (unsigned long long)m.bytes_pulled,
-           (unsigned long long)m.staging_copies);
+           (unsigned long long)m.staging_copies,
+           (unsigned long long)m.in_place_pushes);
     return 0;
 }
 
@@ -483,10 +563,13 @@ static int parse(int argc, char **argv, opts_t *o)
         {"check", required_argument, NULL, 'c'},
         {"staleness", required_argument, NULL, 's'},
         {"alloc", no_argument, NULL, 'a'},
+        {"alloc-grad", no_argument, NULL, 'G'},
+        {"scribble", no_argument, NULL, 'b'},
         {"mismatch", no_argument, NULL, 'm'},
         {"sleep", no_argument, NULL, 'z'},
         {"die-at", required_argument, NULL, 'd'},
         {"stop-at", required_argument, NULL, 'p'},
+        {"die-after-push", required_argument, NULL, 'K'},
         {"lr", required_argument, NULL, 'l'},
         {"momentum", required_argument, NULL, 'o'},
         {"resume", required_argument, NULL, 'r'},
@@ -502,6 +585,7 @@ static int parse(int argc, char **argv, opts_t *o)
                   .staleness = 0,
                   .die_at = -1,
                   .stop_at = -1,
+                  .die_after_push = -1,
                   .victim = -1,
                   .again_n = -1};
     int c;
@@ -519,6 +603,12 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'a':
             o->alloc = true;
             break;
+        case 'G':
+            o->alloc_grad = true;
+            break;
+        case 'b':
+            o->scribble = true;
+            break;
         case 'm':
             o->mismatch = true;
             break;
@@ -530,6 +620,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'p':
             o->stop_at = atoi(optarg);
+            break;
+        case 'K':
+            o->die_after_push = atoi(optarg);
             break;
         case 'l':
             o->lr = strtof(optarg, NULL);
