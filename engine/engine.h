@@ -220,6 +220,8 @@ struct strata_ctx {
     bool thread_started;
     int epfd, cmd_efd;
     eng_cmdq_t cmdq;
+    /* The thread sleeps, or is about to: a command wakes it (cmd_efd). */
+    _Atomic bool sleeping;
     _Atomic bool stop;
     eng_timer_t join_timer;   /* boot: retry connecting, the join deadline */
     eng_timer_t tick_timer;   /* coordinator: the policies' periodic work */
@@ -328,7 +330,8 @@ strata_status_t eng_loop_start(strata_ctx_t *ctx);
 bool eng_loop_once(strata_ctx_t *ctx);
 /* Asks the thread to stop and joins it. */
 void eng_loop_stop(strata_ctx_t *ctx);
-/* Queue a command and wake the thread. STRATA_ERR_AGAIN when full. */
+/* Queue a command (waiting while the queue is full, up to the timeout) and
+ * wake the thread if it sleeps; a busy one takes it on its next turn. */
 strata_status_t eng_cmd_submit(strata_ctx_t *ctx, const eng_cmd_t *cmd);
 /* Add a transport context's wait fd to the thread's epoll set. */
 strata_status_t eng_loop_watch(strata_ctx_t *ctx, tp_ctx_t *tp);

@@ -56,6 +56,19 @@ static strata_status_t eng_cmd_room(strata_ctx_t *ctx, uint32_t tail)
     return STRATA_OK;
 }
 
+static void eng_wake(strata_ctx_t *ctx)
+{
+    uint64_t one = 1;
+    if (write(ctx->cmd_efd, &one, sizeof(one)) != sizeof(one))
+        util_warn("cannot wake the progress thread: %s", strerror(errno));
+}
+
+static bool eng_cmd_pending(strata_ctx_t *ctx)
+{
+    return atomic_load_explicit(&ctx->cmdq.head, memory_order_relaxed) !=
+           atomic_load_explicit(&ctx->cmdq.tail, memory_order_seq_cst);
+}
+
 strata_status_t eng_cmd_submit(strata_ctx_t *ctx, const eng_cmd_t *cmd)
 {
     eng_cmdq_t *q = &ctx->cmdq;
@@ -64,10 +77,13 @@ strata_status_t eng_cmd_submit(strata_ctx_t *ctx, const eng_cmd_t *cmd)
     if (st != STRATA_OK)
         return st;
     q->slots[tail & (ENG_CMDQ_CAP - 1)] = *cmd;
-    atomic_store_explicit(&q->tail, tail + 1, memory_order_release);
-    uint64_t one = 1;
-    if (write(ctx->cmd_efd, &one, sizeof(one)) != sizeof(one))
-        util_warn("cannot wake the progress thread: %s", strerror(errno));
+    /* A busy thread drains the command on its next turn; one that sleeps,
+     * or is about to, needs the system call. Sequentially consistent with
+     * eng_sleep's flag and check (store, then load on each side): either it
+     * sees the command, or we see it sleeping. */
+    atomic_store_explicit(&q->tail, tail + 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&ctx->sleeping, memory_order_seq_cst))
+        eng_wake(ctx);
     return STRATA_OK;
 }
 
@@ -235,10 +251,18 @@ static int eng_sleep_ms(const strata_ctx_t *ctx)
     return now >= at ? 0 : (int)((at - now + 999999) / 1000000);
 }
 
+/* Commands wake the thread only while it sleeps (eng_cmd_submit): the flag
+ * goes up before the last look at the queue. */
 static void eng_sleep(strata_ctx_t *ctx)
 {
     struct epoll_event evs[8];
+    atomic_store_explicit(&ctx->sleeping, true, memory_order_seq_cst);
+    if (eng_cmd_pending(ctx)) {
+        atomic_store_explicit(&ctx->sleeping, false, memory_order_seq_cst);
+        return;
+    }
     int n = epoll_wait(ctx->epfd, evs, 8, eng_sleep_ms(ctx));
+    atomic_store_explicit(&ctx->sleeping, false, memory_order_seq_cst);
     if (n < 0 && errno != EINTR)
         util_warn("epoll_wait: %s", strerror(errno));
     for (int i = 0; i < n; i++)
@@ -353,9 +377,7 @@ void eng_loop_stop(strata_ctx_t *ctx)
 {
     if (ctx->thread_started) {
         atomic_store_explicit(&ctx->stop, true, memory_order_release);
-        uint64_t one = 1;
-        if (write(ctx->cmd_efd, &one, sizeof(one)) != sizeof(one))
-            util_warn("cannot wake the progress thread: %s", strerror(errno));
+        eng_wake(ctx);
         pthread_join(ctx->thread, NULL);
         ctx->thread_started = false;
     }

@@ -14,8 +14,10 @@
 
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agg/convert.h"
 #include "engine/aggregator.h"
@@ -296,6 +298,50 @@ static void partition_completes(void **state)
         assert_int_equal(m[r].reduce_wait_ns, 0);
     }
     job_finalize();
+}
+
+/* The wake-ups a command costs: the eventfd is written only for a progress
+ * thread that sleeps or is about to (ctx->sleeping), not for one that is
+ * turning its loop and drains the queue on its next turn anyway. */
+static uint64_t wakes(strata_ctx_t *ctx)
+{
+    uint64_t v = 0;
+    if (read(ctx->cmd_efd, &v, sizeof(v)) != sizeof(v))
+        assert_int_equal(errno, EAGAIN);
+    return v;
+}
+
+static void commands_wake_only_a_sleeping_thread(void **state)
+{
+    (void)state;
+    job_start(3, 1, NULL);
+    job_commit();
+    for (int r = 0; r < job.size; r++)
+        assert_int_equal(wakes(job.ctx[r]), 0); /* turned, never asleep */
+    grads(1, 1.0f, 2.0f);
+    grads(2, 3.0f, -2.0f);
+    strata_request_t *push1 = push(1), *pull1 = pull(1, 1);
+    strata_request_t *push2 = push(2), *pull2 = pull(2, 1);
+    pump();
+    assert_int_equal(wakes(job.ctx[1]), 0);
+    assert_int_equal(wakes(job.ctx[2]), 0);
+    expect_model(1, 1.0f, 0.0f);
+    assert_int_equal(wait_done(&pull1), STRATA_OK);
+    assert_int_equal(wait_done(&pull2), STRATA_OK);
+    assert_int_equal(wait_done(&push1), STRATA_OK);
+    assert_int_equal(wait_done(&push2), STRATA_OK);
+
+    /* A thread that put its flag up is woken by the next command, once. */
+    atomic_store(&job.ctx[1]->sleeping, true);
+    push1 = push(1);
+    assert_int_equal(wakes(job.ctx[1]), 1);
+    atomic_store(&job.ctx[1]->sleeping, false);
+    push2 = push(2);
+    assert_int_equal(wakes(job.ctx[2]), 0);
+    pump();
+    assert_int_equal(wait_done(&push1), STRATA_OK);
+    assert_int_equal(wait_done(&push2), STRATA_OK);
+    job_end();
 }
 
 /* A job that needs every worker (STRATA_MIN_WORKERS=2 of 2) drops none, so
@@ -952,6 +998,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(partition_completes, test_log_setup,
                                         test_log_teardown),
+        cmocka_unit_test_setup_teardown(commands_wake_only_a_sleeping_thread,
+                                        test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(partition_reduced_before_clock_landed,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(partition_size_set_or_picked,
