@@ -234,7 +234,7 @@ static bool tpt_serve_one(int conn)
         return true;
     }
     if (strcmp(prog, tpt_program()) != 0) {
-        snprintf(reply, sizeof(reply), "error this is %s, not %s\n",
+        snprintf(reply, sizeof(reply), "error this is %.100s, not %.100s\n",
                  tpt_program(), prog);
         tpt_write_all(conn, reply);
         return true;
