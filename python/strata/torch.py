@@ -17,9 +17,11 @@ What step() does depends on STRATA_POLICY and STRATA_OPTIMIZER (docs/python.md):
   wrapped optimizer must be torch.optim.SGD with the job's lr, momentum and
   weight decay; it is not stepped.
 - bsp with STRATA_OPTIMIZER=sum: the same pushes; the pull brings the sum of
-  every worker's gradients into p.grad, divided by the number of workers, and
-  the wrapped optimizer steps locally: any optimizer, param groups and LR
+  every worker's gradients, step() puts their mean into p.grad, and the
+  wrapped optimizer steps locally: any optimizer, param groups and LR
   scheduler.
+Gradients live in one block of Strata's memory, packed in registration
+order, so that over shm the aggregators read them in place (zero copy).
 - esync and fedavg: the wrapped optimizer steps locally; step() times the
   step and, when the round ends, averages the models.
 """
@@ -115,6 +117,45 @@ def _strata_tensor(ctx, like):
     return t.view(like.shape), address
 
 
+class _Block:
+    """One strata_alloc block holding a tensor shaped like each of tensors,
+    packed back to back in their order (the registration order, which the
+    layout's partitions follow): a partition's gradients then lie contiguous
+    in one block, so over shm the aggregators read them in place (zero
+    copy, docs/engine.md). Runs of one dtype are packed without a gap; a new
+    dtype starts at a 64-byte boundary (a partition never spans dtypes)."""
+
+    __slots__ = ("address", "nbytes", "views", "runs")
+
+    def __init__(self, ctx, tensors):
+        offsets, off, dtype = [], 0, None
+        for t in tensors:
+            if t.dtype != dtype:
+                off, dtype = -(-off // 64) * 64, t.dtype
+            offsets.append(off)
+            off += t.numel() * t.element_size()
+        self.nbytes = max(off, 1)
+        self.address = ctx.alloc(self.nbytes)
+        raw = (ctypes.c_byte * self.nbytes).from_address(self.address)
+        self.views = [torch.frombuffer(raw, dtype=t.dtype, count=t.numel(),
+                                       offset=o).view(t.shape)
+                      for t, o in zip(tensors, offsets)]
+        # Each run of one dtype as one flat tensor, for whole-block ops.
+        self.runs = []
+        for t, view in zip(tensors, self.views):
+            if self.runs and self.runs[-1][0].dtype == t.dtype:
+                self.runs[-1][1] += t.numel()
+            else:
+                self.runs.append([view, t.numel()])
+        self.runs = [torch.frombuffer(raw, dtype=first.dtype, count=count,
+                                      offset=first.data_ptr() - self.address)
+                     for first, count in self.runs]
+
+    def holds(self, tensor):
+        """Whether tensor's data lies in this block."""
+        return self.address <= tensor.data_ptr() < self.address + self.nbytes
+
+
 class _DistributedOptimizer:
     # Methods copied into a subclass of the wrapped optimizer's class, so the
     # result keeps its type, hyper-parameters and state_dict (as Horovod and
@@ -208,23 +249,45 @@ class _DistributedOptimizer:
         return slots
 
     def _register(self):
+        """Gradients into one block, the model (sum mode: the sum) into
+        another, laid out alike; then register and commit. Apart, so the
+        aggregators can read the gradients in place while the model lands
+        in the other block."""
         ctx = self._ctx
-        for s in self._slots:
-            t = s.tensor
-            if self._sum:  # the sum arrives where the gradient was pushed from
-                s.grad, addr = _strata_tensor(ctx, t)
-                s.grad.zero_()
-                s.param, paddr = s.grad, addr
-            else:  # the model arrives in the parameters themselves
-                s.param, paddr = _strata_tensor(ctx, t)
-                s.param.copy_(t.data)
-                t.data = s.param
-                s.grad, addr = _strata_tensor(ctx, t)
-                s.grad.zero_()
-            if not s.is_buffer and not self._rounds:
-                t.grad = s.grad
-            s.id = ctx.register(s.name, paddr, addr, t.numel(),
-                                _DTYPES[t.dtype])
+        tensors = [s.tensor for s in self._slots]
+        self._grads = self._params = None
+        moved = []
+        try:
+            self._grads = _Block(ctx, tensors)
+            self._params = _Block(ctx, tensors)
+            for s, g, p in zip(self._slots, self._grads.views,
+                               self._params.views):
+                t = s.tensor
+                s.grad, s.param = g, p
+                g.zero_()
+                moved.append((t, t.data, t.grad))
+                if not self._sum:  # the model arrives in the parameters
+                    p.copy_(t.data)
+                    t.data = p
+                if not s.is_buffer and not self._rounds:
+                    t.grad = g
+                s.id = ctx.register(s.name, p.data_ptr(), g.data_ptr(),
+                                    t.numel(), _DTYPES[t.dtype])
+        except BaseException:
+            # The tensors get their own memory back (finalize would free
+            # the blocks under them), and the blocks go unless a tensor
+            # registered in them holds them (the library cannot take it
+            # back: finalize the context).
+            for t, data, grad in moved:
+                t.data, t.grad = data, grad
+            if not any(s.id >= 0 for s in self._slots):
+                for block in (self._grads, self._params):
+                    if block is not None:
+                        ctx.free(block.address)
+            for s in self._slots:
+                s.grad = s.param = None
+            self._grads = self._params = None
+            raise
         ctx.commit()  # every worker now holds the first worker's model
         if self._sum:
             self._broadcast()
@@ -240,8 +303,9 @@ class _DistributedOptimizer:
         self._ctx.pull().wait()
         with torch.no_grad():
             for s in self._slots:
-                s.tensor.copy_(s.grad)
-                s.grad.zero_()
+                s.tensor.copy_(s.param)
+            for g in self._grads.runs:
+                g.zero_()
 
     def _install_hooks(self):
         for s in self._slots:
@@ -322,9 +386,12 @@ class _DistributedOptimizer:
         for s in self._slots:
             s.passes, s.pushed = 0, False
         if self._sum:
+            # The mean into the gradients (p.grad): their push completed,
+            # so the aggregators no longer read them.
             n = float(self._ctx.num_workers)
+            for total, g in zip(self._params.runs, self._grads.runs):
+                torch.div(total, n, out=g)
             for s in self._slots:
-                s.grad.div_(n)
                 if s.is_buffer:
                     s.tensor.copy_(s.grad)
             super(self.__class__, self).step()
@@ -385,9 +452,12 @@ class _DistributedOptimizer:
             raise _state_error("zero_grad() while gradients are being "
                                "pushed: call step() first")
         for s in self._slots:
-            if not s.is_buffer:
-                self._adopt_grad(s)
-                s.grad.zero_()
+            g = s.tensor.grad
+            if not s.is_buffer and (g is None or
+                                    g.data_ptr() != s.grad.data_ptr()):
+                s.tensor.grad = s.grad
+        for g in self._grads.runs:
+            g.zero_()
         for g in self.param_groups:  # parameters Strata does not carry
             for p in g["params"]:
                 if p.grad is not None and not any(p is s.tensor
@@ -395,8 +465,10 @@ class _DistributedOptimizer:
                     p.grad.zero_()
 
     def _detach(self):
-        """Before the context finalizes: tensors leave Strata's memory, which
-        finalize frees, so the model stays usable."""
+        """Before the context finalizes: tensors leave Strata's memory, so
+        the model stays usable. strata_finalize frees the blocks (strata_free
+        would refuse the gradients' until then: the aggregators read them in
+        place)."""
         try:
             self._wait_pushes()
         except StrataError:
@@ -404,10 +476,9 @@ class _DistributedOptimizer:
         with torch.no_grad():
             for s in self._slots:
                 t = s.tensor
-                if not self._sum or s.is_buffer:
+                if self._params.holds(t):
                     t.data = t.data.clone()
-                if not s.is_buffer and t.grad is not None and \
-                        t.grad.data_ptr() == s.grad.data_ptr():
+                if t.grad is not None and self._grads.holds(t.grad):
                     t.grad = t.grad.clone()
         self._grad_accs.clear()
 

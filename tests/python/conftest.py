@@ -50,3 +50,33 @@ def show(proc):
     """The output of a job, for an assertion message."""
     return f"exit {proc.returncode}\n--- stdout\n{proc.stdout[-4000:]}" \
            f"\n--- stderr\n{proc.stderr[-6000:]}"
+
+
+def run_scenarios(build, out, only=None, aggregators=1, timeout=280):
+    """tests/python/jobs/scenarios.py as one job of 2 workers: each worker's
+    results by scenario, after checking that none failed."""
+    import json
+    proc = run_job(build, [HERE / "jobs" / "scenarios.py", "--out", out] +
+                   (["--only"] + list(only) if only else []),
+                   aggregators=aggregators, spmd=True, timeout=timeout)
+    res = {}
+    for w in (0, 1):
+        path = out / f"worker{w}.json"
+        assert path.exists(), show(proc)
+        res[w] = json.loads(path.read_text())
+    errors = [f"worker {w} {name}: {r['error']}" for w in res
+              for name, r in res[w].items() if "error" in r]
+    assert proc.returncode == 0 and not errors, "\n".join(errors) + show(proc)
+    return res
+
+
+def both(results, scenario):
+    """Worker 0's and worker 1's results of a scenario."""
+    assert scenario in results[0] and scenario in results[1], \
+        f"scenario {scenario} did not run"
+    return results[0][scenario], results[1][scenario]
+
+
+def facts(result):
+    """A scenario's result without its long lists, for a message."""
+    return {k: v for k, v in result.items() if not isinstance(v, list)}

@@ -4,33 +4,14 @@ scenario as a job of its own, in the same processes). Tolerances: fp32
 parameters after 8 steps within 1e-5 of the reference (the aggregators sum
 in another order than torch), bit-identical across workers."""
 
-import json
-
 import pytest
 
-from conftest import HERE, run_job, show
+from conftest import both, facts, run_scenarios
 
 
 @pytest.fixture(scope="module")
 def results(build, tmp_path_factory):
-    out = tmp_path_factory.mktemp("scenarios")
-    proc = run_job(build, [HERE / "jobs" / "scenarios.py", "--out", out],
-                   spmd=True, timeout=280)
-    res = {}
-    for w in (0, 1):
-        path = out / f"worker{w}.json"
-        assert path.exists(), show(proc)
-        res[w] = json.loads(path.read_text())
-    errors = [f"worker {w} {name}: {r['error']}" for w in res
-              for name, r in res[w].items() if "error" in r]
-    assert proc.returncode == 0 and not errors, "\n".join(errors) + show(proc)
-    return res
-
-
-def both(results, scenario):
-    assert scenario in results[0] and scenario in results[1], \
-        f"scenario {scenario} did not run"
-    return results[0][scenario], results[1][scenario]
+    return run_scenarios(build, tmp_path_factory.mktemp("scenarios"))
 
 
 def test_bsp_matches_the_single_process_reference(results):
@@ -39,6 +20,21 @@ def test_bsp_matches_the_single_process_reference(results):
     assert w0["params"] == w1["params"]  # bit-identical
     assert w0["ref_diff"] < 1e-5 and w1["ref_diff"] < 1e-5
     assert w0["clock"] == 8
+
+
+@pytest.mark.parametrize("scenario", ["bsp", "sum"])
+def test_aggregators_read_the_gradients_in_place(results, scenario):
+    # Zero copy over shm: the gradients live in one strata_alloc block, so
+    # every pushed byte (every clock, the model's every tensor) is read in
+    # place, none copied; with the aggregators' SGD the parameters live in
+    # another block, which the model is written into.
+    for w, r in zip((0, 1), both(results, scenario)):
+        assert r["grads_in_block"], f"worker {w}: {facts(r)}"
+        assert r["bytes_pushed"] == 0, f"worker {w}: {facts(r)}"
+        assert r["in_place_bytes"] == r["clock"] * r["registered_bytes"], \
+            f"worker {w}: {facts(r)}"
+        assert r["params_in_block"] or scenario == "sum", \
+            f"worker {w}: {facts(r)}"
 
 
 def test_unused_parameters_do_not_hang_the_step(results):
@@ -54,6 +50,14 @@ def test_zero_grad_set_to_none_and_two_backward_passes(results):
     assert w0["ref_diff"] < 1e-5
 
 
+def test_a_backward_pass_too_many_raises_naming_the_tensor(results):
+    for r in both(results, "extra_pass"):
+        assert "computed 2 times before step()" in r["extra_pass"], r
+        assert "backward_passes_per_step=1" in r["extra_pass"], r
+        assert "'fc" in r["extra_pass"], r
+        assert r["clock"] == 1  # step() still ended the clock
+
+
 def test_evaluation_between_steps(results):
     w0, w1 = both(results, "bsp")
     assert len(w0["evals"]) == 2 and w0["evals"] == w1["evals"]
@@ -64,10 +68,23 @@ def test_mismatched_hyperparameters_are_refused_by_name(results):
     assert "lr=0.5" in w0["mismatch"] and "STRATA_LR=0.05" in w0["mismatch"]
 
 
+def test_a_refused_wrapping_leaves_the_model_in_its_own_memory(results):
+    w0, _ = both(results, "bsp")
+    assert "longer than 255 bytes" in w0["long_name"], w0["long_name"]
+    assert w0["long_name_diff"] == 0.0 and w0["long_name_no_grads"]
+
+
 def test_checkpoint_loaded_before_wrapping_is_everyones_start(results):
     w0, w1 = both(results, "resume")
     assert w0["loaded_diff"] == 0.0 and w1["loaded_diff"] == 0.0
     assert w0["after_step"] == w1["after_step"]
+
+
+def test_state_dict_after_finalize_is_the_trained_model(results):
+    for r in both(results, "resume"):
+        assert r["after_finalize"] == r["after_step"]
+        assert r["left_strata_memory"]
+        assert r["acc_after_finalize"] >= 0.0  # a forward pass still runs
 
 
 def test_lr_scheduler_reaches_the_aggregators(results):
@@ -98,5 +115,14 @@ def test_hundreds_of_outstanding_requests(results):
                                     "esync", "fedavg"])
 def test_policy_trains_and_converges(results, policy):
     for w, r in zip((0, 1), both(results, policy)):
-        assert r["acc_after"] > 0.8, f"worker {w}: {r}"
-        assert r["acc_after"] > r["acc_before"] + 0.3, f"worker {w}: {r}"
+        assert r["acc_after"] > 0.8, f"worker {w}: {facts(r)}"
+        assert r["acc_after"] > r["acc_before"] + 0.3, \
+            f"worker {w}: {facts(r)}"
+
+
+def test_rounds_average_batchnorm_statistics(results):
+    # fedavg's model has BatchNorm; its last step ended a round, after which
+    # every worker holds the averaged running statistics
+    w0, w1 = both(results, "fedavg")
+    assert w0["synced"] and w1["synced"]
+    assert w0["bn_stats"] == w1["bn_stats"]

@@ -16,12 +16,12 @@ class Net(torch.nn.Module):
     """A small classifier. With unused=True it has a layer the forward pass
     never touches; with bn=True a BatchNorm layer (running statistics)."""
 
-    def __init__(self, unused=False, bn=False):
+    def __init__(self, unused=False, bn=False, hidden=HIDDEN):
         super().__init__()
-        self.fc1 = torch.nn.Linear(IN, HIDDEN)
-        self.bn = torch.nn.BatchNorm1d(HIDDEN) if bn else None
-        self.fc2 = torch.nn.Linear(HIDDEN, CLASSES)
-        self.unused = torch.nn.Linear(HIDDEN, HIDDEN) if unused else None
+        self.fc1 = torch.nn.Linear(IN, hidden)
+        self.bn = torch.nn.BatchNorm1d(hidden) if bn else None
+        self.fc2 = torch.nn.Linear(hidden, CLASSES)
+        self.unused = torch.nn.Linear(hidden, hidden) if unused else None
 
     def forward(self, x):
         h = self.fc1(x)

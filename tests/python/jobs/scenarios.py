@@ -15,8 +15,14 @@ import traceback
 
 import strata
 
-SCENARIOS = ["bsp", "resume", "lr_schedule", "sum", "many_requests", "ssp",
-             "asp", "gssp", "gssp_gdtopk", "esync", "fedavg"]
+SCENARIOS = ["bsp", "resume", "lr_schedule", "sum", "many_requests",
+             "extra_pass", "ssp", "asp", "gssp", "gssp_gdtopk", "esync",
+             "fedavg"]
+# Run by tests/python/test_zero_copy.py with two aggregators: a model of
+# several partitions, spanning tensors, on both.
+ZERO_COPY = {"STRATA_PARTITION_BYTES": "4096"}
+# Hidden units: about 20 KB of parameters (with buffers), 6 partitions.
+WIDE = {"zcopy": 64, "zcopy_sum": 256}
 SETTINGS = {
     "bsp": {"STRATA_POLICY": "bsp", "STRATA_LR": "0.05",
             "STRATA_MOMENTUM": "0.9", "STRATA_WEIGHT_DECAY": "0.001"},
@@ -25,6 +31,7 @@ SETTINGS = {
                     "STRATA_MOMENTUM": "0.9"},
     "sum": {"STRATA_POLICY": "bsp", "STRATA_OPTIMIZER": "sum"},
     "many_requests": {"STRATA_POLICY": "bsp", "STRATA_OPTIMIZER": "sum"},
+    "extra_pass": {"STRATA_POLICY": "bsp", "STRATA_LR": "0.05"},
     "ssp": {"STRATA_POLICY": "ssp", "STRATA_STALENESS": "2",
             "STRATA_LR": "0.1"},
     "asp": {"STRATA_POLICY": "asp", "STRATA_LR": "0.1"},
@@ -34,6 +41,31 @@ SETTINGS = {
     "esync": {"STRATA_POLICY": "esync"},
     "fedavg": {"STRATA_POLICY": "fedavg", "STRATA_FEDAVG_STEPS": "4"},
 }
+SETTINGS["zcopy"] = dict(SETTINGS["bsp"], **ZERO_COPY)
+SETTINGS["zcopy_sum"] = dict(SETTINGS["sum"], **ZERO_COPY)
+
+
+def in_block(opt, name, tensor):
+    """Whether tensor lies in the wrapper's block of gradients ("_grads") or
+    of parameters ("_params")."""
+    block = getattr(opt, name, None)
+    return tensor is not None and block is not None and block.holds(tensor)
+
+
+def zero_copy_facts(ctx, opt, model, buffers=False):
+    """Where the tensors live and what the pushes moved: with zero copy over
+    shm every pushed byte is read in place, none copied."""
+    m = ctx.metrics()
+    pushed = list(model.parameters()) + \
+        [b for b in model.buffers() if buffers and b.is_floating_point()]
+    return {"bytes_pushed": m["bytes_pushed"],
+            "in_place_bytes": m["in_place_bytes"],
+            "registered_bytes": sum(t.numel() * t.element_size()
+                                    for t in pushed),
+            "grads_in_block": all(in_block(opt, "_grads", p.grad)
+                                  for p in model.parameters()),
+            "params_in_block": all(in_block(opt, "_params", p)
+                                   for p in model.parameters())}
 
 
 def reference_step(ref, ref_opt, common, torch, step, workers, halves=False):
@@ -54,26 +86,43 @@ def reference_step(ref, ref_opt, common, torch, step, workers, halves=False):
     ref_opt.step()
 
 
-def run_bsp(ctx, out, common, torch, st):
+def run_bsp(ctx, out, common, torch, st, hidden=None):
     """Exact BSP against a single-process reference, through the pitfalls:
     an unused layer, zero_grad(set_to_none=True), two backward passes per
     step, evaluation between steps; a mismatched optimizer first."""
     lr, momentum, wd = 0.05, 0.9, 0.001
+    hidden = hidden or common.HIDDEN
     torch.manual_seed(10 + ctx.worker_index)  # differs: commit must fix it
-    model = common.Net(unused=True)
+    model = common.Net(unused=True, hidden=hidden)
     try:
         st.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
                                 model.named_parameters(), context=ctx)
         out["mismatch"] = "accepted"
     except st.StrataError as e:
         out["mismatch"] = str(e)
+    # A wrapping the library refuses (a name too long for it) gives the
+    # tensors their own memory back: the blocks it had taken are freed.
+    before = common.flat(model.parameters())
+    try:
+        st.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum,
+                            weight_decay=wd),
+            [("x" * 300 + n, p) for n, p in model.named_parameters()],
+            context=ctx)
+        out["long_name"] = "accepted"
+    except st.StrataError as e:
+        out["long_name"] = str(e)
+    out["long_name_diff"] = float((common.flat(model.parameters()) -
+                                   before).abs().max())
+    out["long_name_no_grads"] = all(p.grad is None
+                                    for p in model.parameters())
     opt = st.DistributedOptimizer(
         torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum,
                         weight_decay=wd),
         model.named_parameters(), backward_passes_per_step=2, context=ctx)
     # The reference: worker 0's initial model, every worker's gradients.
     torch.manual_seed(10)
-    ref = common.Net(unused=True)
+    ref = common.Net(unused=True, hidden=hidden)
     ref_opt = torch.optim.SGD(ref.parameters(), lr=lr, momentum=momentum,
                               weight_decay=wd)
     out["initial_diff"] = float((common.flat(model.parameters()) -
@@ -97,8 +146,9 @@ def run_bsp(ctx, out, common, torch, st):
     out["unused_grad_is_buffer"] = model.unused.weight.grad is not None
     out["evals"] = evals
     out["clock"] = ctx.clock
+    out.update(zero_copy_facts(ctx, opt, model))
     ckpt = os.path.join(out["dir"], "bsp-checkpoint.pt")
-    if ctx.worker_index == 0:
+    if ctx.worker_index == 0 and hidden == common.HIDDEN:
         torch.save(model.state_dict(), ckpt + ".tmp")
         os.replace(ckpt + ".tmp", ckpt)
 
@@ -119,6 +169,13 @@ def run_resume(ctx, out, common, torch, st):
     torch.nn.functional.cross_entropy(model(x), y).backward()
     opt.step()
     out["after_step"] = common.flat(model.parameters()).tolist()
+    # Finalizing frees Strata's memory: the model must have left it, whole.
+    ctx.finalize()
+    out["after_finalize"] = common.flat(model.state_dict().values()).tolist()
+    out["left_strata_memory"] = not any(
+        in_block(opt, "_params", p) or in_block(opt, "_grads", p.grad)
+        for p in model.parameters())
+    out["acc_after_finalize"] = common.accuracy(model, common.test_set())
 
 
 def run_lr_schedule(ctx, out, common, torch, st):
@@ -149,11 +206,12 @@ def run_lr_schedule(ctx, out, common, torch, st):
     out["lr"] = opt.param_groups[0]["lr"]
 
 
-def run_sum(ctx, out, common, torch, st):
+def run_sum(ctx, out, common, torch, st, hidden=None):
     """STRATA_OPTIMIZER=sum: a local Adam with two param groups and an LR
     scheduler, BatchNorm statistics averaged, against a reference."""
+    hidden = hidden or common.HIDDEN
     torch.manual_seed(20 + ctx.worker_index)
-    model = common.Net(bn=True)
+    model = common.Net(bn=True, hidden=hidden)
 
     def make_opt(m):
         return torch.optim.Adam([
@@ -165,7 +223,7 @@ def run_sum(ctx, out, common, torch, st):
                                   context=ctx)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=3, gamma=0.5)
     torch.manual_seed(20)
-    ref = common.Net(bn=True)
+    ref = common.Net(bn=True, hidden=hidden)
     ref_opt = make_opt(ref)
     ref_sched = torch.optim.lr_scheduler.StepLR(ref_opt, step_size=3,
                                                 gamma=0.5)
@@ -199,9 +257,11 @@ def run_sum(ctx, out, common, torch, st):
     out["bn_ref_diff"] = float((stats - common.flat(
         [ref.bn.running_mean, ref.bn.running_var])).abs().max())
     out["lr"] = [g["lr"] for g in opt.param_groups]
+    out["clock"] = ctx.clock
+    out.update(zero_copy_facts(ctx, opt, model, buffers=True))
     # The optimizer's state_dict round-trips (Adam's moments are local).
     state = opt.state_dict()
-    fresh = make_opt(common.Net(bn=True))
+    fresh = make_opt(common.Net(bn=True, hidden=hidden))
     fresh.load_state_dict(state)
     out["state_steps"] = [float(s["step"]) for s in fresh.state.values()]
 
@@ -227,15 +287,37 @@ def run_many_requests(ctx, out, common, torch, st):
                             for t in tensors)
 
 
-def run_converge(ctx, out, common, torch, st, policy):
-    """Train a small classifier; record loss and accuracy before and after."""
-    torch.manual_seed(30 + ctx.worker_index)
+def run_extra_pass(ctx, out, common, torch, st):
+    """A backward pass more than backward_passes_per_step before step()
+    raises, naming the tensor; step() then ends the clock."""
+    torch.manual_seed(40)
     model = common.Net()
+    opt = st.DistributedOptimizer(torch.optim.SGD(model.parameters(),
+                                                  lr=0.05),
+                                  model.named_parameters(), context=ctx)
+    x, y = common.batch(ctx.worker_index, 0)
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    try:
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        out["extra_pass"] = "accepted"
+    except st.StrataError as e:
+        out["extra_pass"] = str(e)
+    opt.step()
+    out["clock"] = ctx.clock
+
+
+def run_converge(ctx, out, common, torch, st, policy):
+    """Train a small classifier; record loss and accuracy before and after.
+    fedavg's has BatchNorm, whose statistics every round averages."""
+    torch.manual_seed(30 + ctx.worker_index)
+    model = common.Net(bn=policy == "fedavg")
     if policy in ("esync", "fedavg"):
         inner = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.5)
     else:
         inner = torch.optim.SGD(model.parameters(), lr=0.1)
     opt = st.DistributedOptimizer(inner, model.named_parameters(),
+                                  named_buffers=model.named_buffers(),
                                   epoch_steps=10, context=ctx)
     test = common.test_set()
     out["acc_before"] = common.accuracy(model, test)
@@ -245,6 +327,10 @@ def run_converge(ctx, out, common, torch, st, policy):
         torch.nn.functional.cross_entropy(model(x), y).backward()
         opt.step()
     out["acc_after"] = common.accuracy(model, test)
+    if model.bn is not None:  # the last step (80 = 20 x 4) ended a round
+        out["synced"] = opt.synced
+        out["bn_stats"] = common.flat([model.bn.running_mean,
+                                       model.bn.running_var]).tolist()
     out["group"] = ctx.group
     out["clock"] = ctx.clock
 
@@ -252,7 +338,8 @@ def run_converge(ctx, out, common, torch, st, policy):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--only", nargs="*", default=SCENARIOS)
+    ap.add_argument("--only", nargs="*", default=SCENARIOS,
+                    choices=sorted(SETTINGS))
     args = ap.parse_args()
     coord = os.environ["STRATA_COORD_FILE"]
     results, failed = {}, False
@@ -274,8 +361,11 @@ def main():
         started = time.monotonic()
         try:
             if name in ("bsp", "resume", "lr_schedule", "sum",
-                        "many_requests"):
+                        "many_requests", "extra_pass"):
                 globals()["run_" + name](ctx, out, common, torch, st)
+            elif name in ("zcopy", "zcopy_sum"):
+                run = run_bsp if name == "zcopy" else run_sum
+                run(ctx, out, common, torch, st, hidden=WIDE[name])
             else:
                 run_converge(ctx, out, common, torch, st, name)
             ctx.finalize()
