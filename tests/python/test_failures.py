@@ -12,6 +12,10 @@ TIMEOUT_MS = 5000
 def test_dead_worker_raises_naming_it(build, tmp_path):
     proc = run_job(build, [HERE / "jobs" / "dead_peer.py", tmp_path],
                    env={"STRATA_TIMEOUT_MS": str(TIMEOUT_MS),
+                        # joining is not what is timed: python ranks start
+                        # slowly on a loaded machine (init timed out at 5 s
+                        # under load 21)
+                        "STRATA_JOIN_TIMEOUT_MS": "120000",
                         "STRATA_MIN_WORKERS": "2"}, timeout=120)
     w0 = tmp_path / "worker0.json"
     w1 = tmp_path / "worker1.json"
