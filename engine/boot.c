@@ -3,9 +3,10 @@
  * tcp transport, whose handshake proves the job secret, and says HELLO: its
  * rank, host, the settings every rank must share and, for aggregators, the
  * addresses it listens on. Once every rank has, the coordinator sends each
- * one the aggregators' addresses (AGG_INFO) and WELCOME; workers then connect
- * to the aggregators. Connecting to a coordinator that is not listening yet
- * is retried, with backoff, until STRATA_TIMEOUT_MS.
+ * one the aggregators' addresses (AGG_INFO) and WELCOME (its local rank, and
+ * whether the job spans hosts); workers then connect to the aggregators.
+ * Connecting to a coordinator that is not listening yet is retried, with
+ * backoff, until STRATA_TIMEOUT_MS.
  */
 #include "engine/engine.h"
 
@@ -498,8 +499,9 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     int local_rank = (int)eng_get_u32(r);
     int64_t start = eng_get_i64(r);
-    if (!eng_rbuf_ok(r) || ctx->roster->nreceived != ctx->naggs || start < 0 ||
-        (start > 0 && ctx->rank < ctx->naggs)) {
+    unsigned spans = eng_get_u8(r);
+    if (!eng_rbuf_ok(r) || spans > 1 || ctx->roster->nreceived != ctx->naggs ||
+        start < 0 || (start > 0 && ctx->rank < ctx->naggs)) {
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "malformed WELCOME from the coordinator (%d of %d "
                  "aggregators described)",
@@ -508,7 +510,9 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
     }
     if (ctx->launch.local_rank < 0)
         atomic_store(&ctx->local_rank, local_rank);
-    util_debug("welcomed: local rank %d", local_rank);
+    ctx->spans_hosts = spans;
+    util_debug("welcomed: local rank %d, the job on %s", local_rank,
+               spans ? "several hosts" : "one host");
     if (start > 0) { /* in the place of a worker the job dropped */
         ctx->start_clock = start;
         atomic_store(&ctx->clock, start);

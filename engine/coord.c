@@ -285,6 +285,7 @@ void eng_coord_send_roster(strata_ctx_t *ctx, eng_member_t *m, int64_t start)
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_WELCOME);
     eng_put_u32(&w, (uint32_t)local);
     eng_put_i64(&w, start);
+    eng_put_u8(&w, c->spans_hosts);
     eng_send(&m->peer, &w, NULL);
 }
 
@@ -364,6 +365,10 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
                ctx->size);
     if (++c->nhello < ctx->size)
         return;
+    /* A job-wide fact, fixed now: a worker that rejoins later, from
+     * elsewhere, is told the same (the layout depends on it). */
+    for (int i = 1; i < ctx->size && !c->spans_hosts; i++)
+        c->spans_hosts = strcmp(c->by_rank[i]->host_id, ctx->host_id) != 0;
     for (int i = 0; i < ctx->size; i++)
         eng_coord_send_roster(ctx, c->by_rank[i], 0);
     for (int i = 1; i < ctx->size; i++) /* rank 0 is this process */

@@ -48,6 +48,7 @@ struct eng_coord {
     eng_member_t **by_rank; /* [size], after HELLO */
     int nhello, nbye, nlayouts;
     uint64_t last_hello_ns; /* when the latest rank joined */
+    bool spans_hosts;       /* the ranks that joined first: on >1 host */
     char misfit[320];       /* the last HELLO refused as not fitting, "" */
     bool layout_sent;
     eng_state_server_t *ss; /* esync */

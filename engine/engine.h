@@ -210,6 +210,7 @@ struct strata_ctx {
     int worker_index; /* -1 for aggregators */
     int timeout_ms;
     char host_id[ENG_HOST_ID_MAX];
+    bool spans_hosts;   /* WELCOME: the job's ranks are on several hosts */
     char transport[32]; /* strata_transport(), set once joined */
     eng_policy_t *policy;
     const eng_role_ops_t *role_ops;  /* the worker's or the aggregator's */

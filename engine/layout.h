@@ -13,6 +13,7 @@
 #ifndef STRATA_ENGINE_LAYOUT_H
 #define STRATA_ENGINE_LAYOUT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -85,14 +86,21 @@ uint64_t eng_layout_hash(const eng_tensor_desc_t *tensors, uint32_t ntensors,
  * reduced, and reduce no longer overlaps the arrival of the next. */
 #define ENG_PARTITION_AUTO_MIN (64u << 10)
 #define ENG_PARTITION_AUTO_MAX (4u << 20)
+/* The ceiling when the job spans hosts: there the links, not the cores,
+ * bound a round, and smaller partitions overlap a clock's pulls with its
+ * pushes better (1 MiB beat 2-4 MiB from 4 to 16 MiB at 1 Gbit/s;
+ * docs/engine.md). */
+#define ENG_PARTITION_AUTO_MAX_HOSTS (1u << 20)
 
 /* The partition size for the tensors on nshards shards when none is set:
  * the model cut in 2 * nshards, so that every shard holds two partitions and
  * reduces the first while the second arrives, rounded up to 64 bytes (whole
  * elements of every dtype, whole cache lines) and kept within
- * [ENG_PARTITION_AUTO_MIN, ENG_PARTITION_AUTO_MAX]. */
+ * [ENG_PARTITION_AUTO_MIN, ENG_PARTITION_AUTO_MAX], or
+ * ENG_PARTITION_AUTO_MAX_HOSTS when the job spans hosts. */
 uint64_t eng_layout_auto_partition(const eng_tensor_desc_t *tensors,
-                                   uint32_t ntensors, uint32_t nshards);
+                                   uint32_t ntensors, uint32_t nshards,
+                                   bool spans_hosts);
 
 /* Lay out ntensors (copied) for nshards shards. */
 strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,

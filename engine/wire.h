@@ -20,7 +20,8 @@
 #define ENG_MSG_LIST(X)                                                        \
     X(HELLO, 1)       /* rank -> coordinator: who I am, where I listen */      \
     X(AGG_INFO, 2)    /* coordinator -> rank: one aggregator's addresses */    \
-    X(WELCOME, 3)     /* coordinator -> rank: the roster is complete */        \
+    X(WELCOME, 3)     /* coordinator -> rank: the roster is complete, the      \
+                         local rank, whether the job spans hosts */            \
     X(LAYOUT, 4)      /* worker -> coordinator: layout header */               \
     X(TENSORS, 5)     /* tensor descriptions, a chunk of a layout */           \
     X(LAYOUT_OK, 6)   /* coordinator -> rank: layout accepted */               \
@@ -76,7 +77,7 @@
  * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 11
+#define ENG_PROTO_VERSION 12
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,

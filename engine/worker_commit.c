@@ -128,9 +128,9 @@ strata_status_t eng_commit_start(strata_ctx_t *ctx)
         descs[i] = w->tensors[i].desc;
     uint64_t pbytes =
         (uint64_t)eng_config_int(ctx->cfg, ENG_CFG_PARTITION_BYTES);
-    if (pbytes == 0) /* auto */
-        pbytes =
-            eng_layout_auto_partition(descs, w->ntensors, (uint32_t)ctx->naggs);
+    if (pbytes == 0) /* auto: every worker was told the same spans_hosts */
+        pbytes = eng_layout_auto_partition(
+            descs, w->ntensors, (uint32_t)ctx->naggs, ctx->spans_hosts);
     atomic_store(&ctx->partition_bytes, pbytes);
     strata_status_t st = eng_layout_adopt(descs, w->ntensors, pbytes,
                                           (uint32_t)ctx->naggs, &w->layout);

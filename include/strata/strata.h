@@ -169,8 +169,9 @@ int64_t strata_clock(const strata_ctx_t *ctx);
  * the ones it accepts workers on, such as "tcp+shm". */
 const char *strata_transport(const strata_ctx_t *ctx);
 /* The size of the partitions the model is cut into: STRATA_PARTITION_BYTES,
- * or the one the engine picked for the model (docs/engine.md); 0 before the
- * layout is known (a worker's strata_commit, an aggregator's first layout). */
+ * or the one the engine picked for the model and for whether the job spans
+ * hosts (docs/engine.md); 0 before the layout is known (a worker's
+ * strata_commit, an aggregator's first layout). */
 size_t strata_partition_bytes(const strata_ctx_t *ctx);
 
 /* ---- memory ---- */

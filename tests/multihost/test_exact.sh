@@ -15,7 +15,7 @@ expect_count 3 'worker [0-9]: 4 steps exact' "$out" "exact workers"
 expect_count 1 'rank 2 of 5 joined as worker over mixed' "$out" "the worker beside an aggregator"
 expect_count 2 'rank [34] of 5 joined as worker over tcp' "$out" "the workers alone on their hosts"
 if [ "$LAUNCH" = env ]; then # the coordinator counts the local ranks
-  expect_count 1 '^\[2 h0\].*welcomed: local rank 1$' "$out" "the second rank on h0"
-  expect_count 1 '^\[3 h2\].*welcomed: local rank 0$' "$out" "the only rank on h2"
+  expect_count 1 '^\[2 h0\].*welcomed: local rank 1, the job on several hosts$' "$out" "the second rank on h0"
+  expect_count 1 '^\[3 h2\].*welcomed: local rank 0, the job on several hosts$' "$out" "the only rank on h2"
 fi
 echo "exact across 4 hosts under $LAUNCH: shm beside the aggregator, tcp across hosts"

@@ -145,7 +145,8 @@ static void more_shards_than_partitions(void **state)
 }
 
 /* The engine's partition size: the model in 2 per shard, whole cache lines,
- * within [64K, 4M]; between the bounds every shard holds two partitions. */
+ * within [64K, 4M]; between the bounds every shard holds two partitions.
+ * Across hosts the ceiling is 1M. */
 static void auto_partition_follows_model_and_shards(void **state)
 {
     (void)state;
@@ -158,8 +159,12 @@ static void auto_partition_follows_model_and_shards(void **state)
         for (size_t k = 0; k < sizeof(shards) / sizeof(shards[0]); k++) {
             uint32_t s = shards[k];
             eng_tensor_desc_t t = desc("w", STRATA_FP32, models[m] / 4);
-            uint64_t p = eng_layout_auto_partition(&t, 1, s);
+            uint64_t p = eng_layout_auto_partition(&t, 1, s, false);
+            uint64_t hosts = eng_layout_auto_partition(&t, 1, s, true);
             uint64_t share = (models[m] + 2 * s - 1) / (2 * s);
+            assert_int_equal(hosts, p < ENG_PARTITION_AUTO_MAX_HOSTS
+                                        ? p
+                                        : ENG_PARTITION_AUTO_MAX_HOSTS);
             assert_true(p % 64 == 0);
             assert_true(p >= ENG_PARTITION_AUTO_MIN &&
                         p <= ENG_PARTITION_AUTO_MAX);
@@ -181,12 +186,16 @@ static void auto_partition_follows_model_and_shards(void **state)
     /* 1 MiB on 2 shards: 256 KiB partitions, as the sweep in
      * docs/engine.md measured best. */
     eng_tensor_desc_t t = desc("w", STRATA_FP32, 1 << 18);
-    assert_int_equal(eng_layout_auto_partition(&t, 1, 2), 256 * kib);
+    assert_int_equal(eng_layout_auto_partition(&t, 1, 2, false), 256 * kib);
+    /* 16 MiB on one shard: 4 MiB on one host, 1 MiB across hosts. */
+    t = desc("w", STRATA_FP32, 4 << 20);
+    assert_int_equal(eng_layout_auto_partition(&t, 1, 1, false), 4 * mib);
+    assert_int_equal(eng_layout_auto_partition(&t, 1, 1, true), 1 * mib);
     /* The model is every tensor, of every dtype. */
     eng_tensor_desc_t mixed[] = {desc("a", STRATA_FP32, 1 << 18),
                                  desc("b", STRATA_FP16, 1 << 19),
                                  desc("c", STRATA_FP64, 1 << 17)};
-    assert_int_equal(eng_layout_auto_partition(mixed, 3, 2), 768 * kib);
+    assert_int_equal(eng_layout_auto_partition(mixed, 3, 2, false), 768 * kib);
 }
 
 static void hash_depends_on_everything(void **state)

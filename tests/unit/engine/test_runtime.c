@@ -95,18 +95,30 @@ static void pump(void)
     pump_ranks(~0u);
 }
 
-static void job_start(int size, int naggs, const char *const *extra)
+/* A job whose rank r runs on host hosts[r] (NULL, or hosts[r] NULL: on
+ * this process's host): its identity replaced before it says HELLO. */
+static void job_start_on(int size, int naggs, const char *const *extra,
+                         const char *const *hosts)
 {
     memset(&job, 0, sizeof(job));
     job.size = size;
     job.naggs = naggs;
-    for (int r = 0; r < size; r++)
+    for (int r = 0; r < size; r++) {
         rank_start(r, extra);
+        if (hosts && hosts[r])
+            snprintf(job.ctx[r]->host_id, sizeof(job.ctx[r]->host_id), "%s",
+                     hosts[r]);
+    }
     pump();
     for (int r = 0; r < size; r++)
         if (util_gate_load(&job.ctx[r]->joined) != 1)
             fail_msg("rank %d did not join (%s); last logged: %s", r,
                      strata_strerror(eng_fatal(job.ctx[r])), test_log.last);
+}
+
+static void job_start(int size, int naggs, const char *const *extra)
+{
+    job_start_on(size, naggs, extra, NULL);
 }
 
 static void job_end(void)
@@ -408,11 +420,60 @@ static void partition_size_set_or_picked(void **state)
     eng_tensor_desc_t model[] = {
         {.name = "a", .dtype = STRATA_FP32, .count = NA},
         {.name = "b", .dtype = STRATA_FP32, .count = NB}};
-    uint64_t want = eng_layout_auto_partition(model, 2, 2);
+    uint64_t want = eng_layout_auto_partition(model, 2, 2, false);
     assert_int_equal(want, ENG_PARTITION_AUTO_MIN); /* a small model */
     for (int r = 0; r < job.size; r++)
         assert_int_equal(strata_partition_bytes(job.ctx[r]), want);
     job_end();
+}
+
+/* Tensor big of the workers (ranks 1 and 2 of a job with one aggregator):
+ * 4 MiB, which the engine cuts in 2 MiB partitions on one host. */
+#define NBIG (1u << 20)
+static float big_param[2][NBIG], big_grad[2][NBIG];
+
+static void register_big(int r)
+{
+    eng_tensor_desc_t d = {.name = "big", .dtype = STRATA_FP32, .count = NBIG};
+    assert_int_equal(eng_worker_register(job.ctx[r], &d, big_param[r - 1],
+                                         big_grad[r - 1], NULL),
+                     STRATA_OK);
+}
+
+/* Whether the job spans hosts is the coordinator's to say, from every
+ * rank's host identity, and the partition size the engine picks follows it
+ * on every rank: 1 MiB partitions across hosts (where each worker alone
+ * would see only the aggregators' hosts, and two workers would disagree).
+ * STRATA_PARTITION_BYTES still decides when set. */
+static void partition_size_follows_hosts(void **state)
+{
+    (void)state;
+    const char *const picked[] = {"PARTITION_BYTES=auto", NULL};
+    const char *const one_host[] = {NULL, NULL, NULL};
+    const char *const worker_apart[] = {NULL, NULL, "h2/boot/net:[1]"};
+    const struct {
+        const char *const *hosts, *const *extra;
+        bool spans;
+        uint64_t want;
+    } runs[] = {{one_host, picked, false, 2u << 20},
+                {worker_apart, picked, true, ENG_PARTITION_AUTO_MAX_HOSTS},
+                {worker_apart, NULL, true, 4096}};
+    for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+        job_start_on(3, 1, runs[i].extra, runs[i].hosts);
+        job_commit_with(register_big);
+        for (int r = 0; r < job.size; r++) {
+            if (job.ctx[r]->spans_hosts != runs[i].spans)
+                fail_msg("run %zu: rank %d was told the job is on %s", i, r,
+                         job.ctx[r]->spans_hosts ? "several hosts"
+                                                 : "one host");
+            if (strata_partition_bytes(job.ctx[r]) != runs[i].want)
+                fail_msg("run %zu: rank %d has partitions of %zu bytes, "
+                         "expected %llu",
+                         i, r, strata_partition_bytes(job.ctx[r]),
+                         (unsigned long long)runs[i].want);
+        }
+        job_end();
+    }
 }
 
 static void push_beyond_the_bound_is_held(void **state)
@@ -1001,6 +1062,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(commands_wake_only_a_sleeping_thread,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(partition_reduced_before_clock_landed,
+                                        test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(partition_size_follows_hosts,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(partition_size_set_or_picked,
                                         test_log_setup, test_log_teardown),
