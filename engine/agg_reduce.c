@@ -64,9 +64,11 @@ uint32_t eng_agg_live_at(const strata_ctx_t *ctx, int64_t clock)
  * counted push of a worker whose connection is gone that never landed is
  * lost: the job fails naming it. */
 static bool eng_push_ready(strata_ctx_t *ctx, const eng_apart_t *ap, uint32_t w,
-                           int64_t wc)
+                           int64_t wc, bool staging)
 {
     eng_agg_t *a = ctx->agg;
+    if (staging) /* landed here, from a worker in the job */
+        return ap->arrived[w] >= wc && a->until[w] == INT64_MAX;
     bool out = a->until[w] != INT64_MAX && wc < a->until[w];
     if (ap->arrived[w] >= wc)
         return out || !a->drops || a->pushed[w] >= wc;
@@ -89,9 +91,10 @@ static void eng_add_src(eng_agg_t *a, const eng_apart_t *ap, size_t k,
     a->src_wc[k] = wc;
 }
 
-/* Group g's next clock on the partition, if every live member landed it. */
+/* Group g's next clock on the partition, if every live member landed it
+ * (and it counts; with `staging`, before that is known). */
 static bool eng_group_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
-                            eng_unit_t *u)
+                            eng_unit_t *u, bool staging)
 {
     eng_agg_t *a = ctx->agg;
     bool by_steps = ctx->policy->weight_by_steps; /* rounds only */
@@ -109,7 +112,7 @@ static bool eng_group_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
             continue;
         u->size++;
         uint32_t steps = by_steps ? eng_steps_of(a, w, wc) : 0;
-        if (!eng_push_ready(ctx, ap, w, wc) ||
+        if (!eng_push_ready(ctx, ap, w, wc, staging) ||
             (ap->seg_at[w] < seg && !ap->retired[w]) ||
             (by_steps && steps == 0))
             return false;
@@ -131,7 +134,7 @@ static bool eng_worker_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t w,
     const eng_segment_t *s = eng_members_segment(a->members, w, i);
     int64_t tc = eng_tracker_worker_clock(ap->tracker, w);
     int64_t wc = tc - s->offset;
-    if (!eng_agg_counts(a, w, wc) || !eng_push_ready(ctx, ap, w, wc) ||
+    if (!eng_agg_counts(a, w, wc) || !eng_push_ready(ctx, ap, w, wc, false) ||
         (i + 1 < eng_members_nsegments(a->members, w) &&
          wc >= eng_members_segment(a->members, w, i + 1)->start))
         return false;
@@ -150,6 +153,14 @@ static bool eng_worker_ready(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t w,
     return true;
 }
 
+/* What the unit's sum is multiplied by. */
+static double eng_unit_scale(strata_ctx_t *ctx, const eng_unit_t *u,
+                             uint64_t staleness)
+{
+    return eng_policy_scale(ctx->policy, eng_agg_live_at(ctx, u->clock),
+                            u->size, u->n, u->steps, staleness);
+}
+
 /* Reduce the unit's sources into the partition and advance the tracker: the
  * group g, or with `worker` >= 0 that worker alone. */
 static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
@@ -163,14 +174,14 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
             ? eng_tracker_record_update(ap->tracker, (uint32_t)worker, NULL,
                                         &staleness)
             : eng_tracker_record_group_update(ap->tracker, g, NULL, &staleness);
-    double scale = eng_policy_scale(ctx->policy, eng_agg_live_at(ctx, u->clock),
-                                    u->size, u->n, u->steps, staleness);
+    double scale = eng_unit_scale(ctx, u, staleness);
     a->upd.lr = eng_agg_lr_at(a, u->clock); /* strata_set_lr's schedule */
     uint64_t t0 = util_now_ns();
     atomic_fetch_add_explicit(&ctx->cnt.reduce_wait_ns,
                               t0 > ap->arrived_ns ? t0 - ap->arrived_ns : 0,
                               memory_order_relaxed);
-    if (st == STRATA_OK)
+    if (st == STRATA_OK &&
+        !eng_agg_stage_take(ctx, ap, u->clock, (uint32_t)u->n, scale))
         st = a->upd.ops->apply(&a->upd, ap->part->dtype, out, ap->master,
                                ap->momentum, a->srcs, u->n, ap->part->count,
                                scale);
@@ -282,9 +293,17 @@ static bool eng_reduce_pass(strata_ctx_t *ctx, uint32_t i)
     bool progress = false;
     for (uint32_t k = 0; k < n && !eng_fatal(ctx); k++) {
         eng_unit_t u;
-        if (ap->inflight > 0 || !(on_arrival ? eng_worker_ready(ctx, ap, k, &u)
-                                             : eng_group_ready(ctx, ap, k, &u)))
+        if (ap->inflight > 0)
             continue;
+        if (!(on_arrival ? eng_worker_ready(ctx, ap, k, &u)
+                         : eng_group_ready(ctx, ap, k, &u, false))) {
+            /* landed, not known to count yet: staged (agg_stage.c) */
+            if (ap->staged && ap->stage_clock < 0 && ap->sinflight == 0 &&
+                eng_group_ready(ctx, ap, k, &u, true))
+                eng_agg_stage(ctx, ap, u.clock, (uint32_t)u.n,
+                              eng_unit_scale(ctx, &u, 0));
+            continue;
+        }
         uint32_t g = on_arrival ? eng_tracker_group_of(ap->tracker, k) : k;
         eng_reduce_unit(ctx, ap, g, on_arrival ? (int64_t)k : -1, &u);
         eng_agg_ckpt_note(ctx, i);

@@ -338,6 +338,8 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
         st = eng_agg_ckpt_setup(ctx);
     if (st == STRATA_OK)
         st = eng_agg_protect_setup(ctx);
+    if (st == STRATA_OK)
+        st = eng_agg_stage_setup(ctx);
     /* No ep: the worker's connection dropped before the layout came, and
      * the job's failure naming it is on the way (eng_agg_lost); exporting
      * to the closed link would fail in its place. */
@@ -356,7 +358,9 @@ static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     eng_agg_t *a = ctx->agg;
     uint64_t bytes = 2 * a->layout->shard_bytes[a->shard];
-    l->qcap = 2 * a->nparts + 1;
+    /* Per partition: the initial model, and a clock's staged model and its
+     * immediate (or its model in full, a stage discarded). */
+    l->qcap = 3 * a->nparts + 1;
     l->q = util_calloc(l->qcap, sizeof(*l->q));
     l->dst = util_calloc(a->npieces ? a->npieces : 1, sizeof(*l->dst));
     l->in_place = util_calloc(a->nparts ? a->nparts : 1, sizeof(*l->in_place));
@@ -408,27 +412,42 @@ static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
 
 /* ---- serving the model ---- */
 
+/* A model write's completion context: the worker, the partition, and
+ * whether it reads the stage. */
+#define ENG_WRITE_STAGED (UINT32_C(1) << 31)
+
+/* The writes a queued item makes: one per piece, or the immediate alone. */
+static uint32_t eng_item_writes(const eng_apart_t *ap, const eng_send_item_t *e)
+{
+    return e->kind == ENG_SEND_COMMIT ? 1 : ap->part->npieces;
+}
+
 static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     eng_agg_t *a = ctx->agg;
     const eng_layout_t *lay = a->layout;
     if (!l->peer.ep) /* gone: see eng_serve_one */
         return;
+    int prov = eng_prov_index(tp_name(l->peer.tp));
     while (l->qlen > 0) {
         const eng_send_item_t *e = &l->q[l->qhead];
         eng_apart_t *ap = &a->parts[e->part];
         const eng_partition_t *part = ap->part;
-        while (l->qpiece < part->npieces) {
+        bool staged = e->kind == ENG_SEND_STAGED;
+        uint32_t n = eng_item_writes(ap, e);
+        while (l->qpiece < n) {
             uint32_t k = part->first_piece + l->qpiece;
             const eng_piece_t *pc = &lay->pieces[k];
             const eng_dst_t *d = &l->dst[a->piece_local[k]];
-            bool last = l->qpiece + 1 == part->npieces;
+            bool last = l->qpiece + 1 == n;
+            size_t len = e->kind == ENG_SEND_COMMIT ? 0 : pc->len;
             strata_status_t st = tp_write(
-                l->peer.ep, a->out_mr[eng_prov_index(tp_name(l->peer.tp))],
-                part->shard_off + pc->part_off, &d->d, d->off, pc->len,
+                l->peer.ep, staged ? a->stage_mr[prov] : a->out_mr[prov],
+                part->shard_off + pc->part_off, &d->d, d->off, len,
                 eng_imm(ENG_IMM_MODEL, e->clock, ap->index),
-                last ? TP_WRITE_IMM : 0,
-                (void *)((uintptr_t)(l->widx + 1) << 32 | e->part));
+                last && !staged ? TP_WRITE_IMM : 0,
+                (void *)((uintptr_t)(l->widx + 1) << 32 | e->part |
+                         (staged ? ENG_WRITE_STAGED : 0)));
             /* ERR_PEER: the connection broke; its DISCONNECTED event
              * follows and names the worker. */
             if (st == STRATA_ERR_AGAIN || st == STRATA_ERR_PEER)
@@ -438,15 +457,35 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
                          eng_peer_name(&l->peer), strata_strerror(st));
                 return;
             }
-            atomic_fetch_add_explicit(&ctx->cnt.bytes_pulled, pc->len,
+            atomic_fetch_add_explicit(&ctx->cnt.bytes_pulled, len,
                                       memory_order_relaxed);
             l->qpiece++;
         }
         l->qpiece = 0;
         l->qhead = (l->qhead + 1) % l->qcap;
         l->qlen--;
-        atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);
+        if (!staged)
+            atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);
     }
+}
+
+void eng_wlink_queue(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
+                     eng_send_kind_t kind, int64_t clock)
+{
+    eng_apart_t *ap = &ctx->agg->parts[i];
+    eng_send_item_t e = {.part = i, .kind = kind, .clock = clock};
+    if (l->qlen == l->qcap) { /* sized for every write that can be due */
+        eng_fail(ctx, STRATA_ERR_STATE,
+                 "the model writes queued for %s exceed its queue of %u",
+                 eng_peer_name(&l->peer), l->qcap);
+        return;
+    }
+    l->q[(l->qhead + l->qlen++) % l->qcap] = e;
+    if (kind == ENG_SEND_STAGED)
+        ap->sinflight += eng_item_writes(ap, &e);
+    else
+        ap->inflight += eng_item_writes(ap, &e);
+    eng_wlink_post(ctx, l);
 }
 
 /* Worker w may get the partition for its newest wanted clock, or else for
@@ -473,10 +512,11 @@ static void eng_serve_one(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t i, int w)
     eng_tracker_note_pull(ap->tracker, (uint32_t)w, version);
     eng_tracker_note_group_pull(
         ap->tracker, eng_tracker_group_of(ap->tracker, (uint32_t)w), version);
-    l->q[(l->qhead + l->qlen++) % l->qcap] =
-        (eng_send_item_t){.part = i, .clock = c};
-    ap->inflight += ap->part->npieces;
-    eng_wlink_post(ctx, l);
+    /* A model staged (agg_stage.c) is out already: its immediate says it. */
+    bool staged = ap->staged && ap->staged[w] == c;
+    if (ap->staged)
+        ap->staged[w] = -1;
+    eng_wlink_queue(ctx, l, i, staged ? ENG_SEND_COMMIT : ENG_SEND_MODEL, c);
 }
 
 void eng_serve(strata_ctx_t *ctx, uint32_t i)
@@ -563,7 +603,11 @@ static void eng_agg_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
     if (status != STRATA_OK)
         util_debug("a model write to worker %d completed with %s", w,
                    strata_strerror(status));
-    if (--a->parts[i].inflight == 0)
+    if (i & ENG_WRITE_STAGED) {
+        i &= ~ENG_WRITE_STAGED;
+        if (--a->parts[i].sinflight == 0) /* the stage is free again */
+            eng_try_reduce(ctx, i);
+    } else if (--a->parts[i].inflight == 0)
         eng_try_reduce(ctx, i);
 }
 
@@ -703,12 +747,19 @@ static bool eng_on_grads(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
 void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     eng_agg_t *a = ctx->agg;
+    /* what was staged to it is not a new process's */
+    for (uint32_t i = 0; l->widx >= 0 && i < a->nparts; i++)
+        if (a->parts[i].staged)
+            a->parts[i].staged[l->widx] = -1;
     for (; l->qlen > 0; l->qlen--, l->qhead = (l->qhead + 1) % l->qcap) {
-        eng_apart_t *ap = &a->parts[l->q[l->qhead].part];
-        ap->inflight -= ap->part->npieces - l->qpiece;
+        const eng_send_item_t *e = &l->q[l->qhead];
+        eng_apart_t *ap = &a->parts[e->part];
+        uint32_t *count =
+            e->kind == ENG_SEND_STAGED ? &ap->sinflight : &ap->inflight;
+        *count -= eng_item_writes(ap, e) - l->qpiece;
         l->qpiece = 0;
-        if (ap->inflight == 0)
-            eng_try_reduce(ctx, l->q[l->qhead].part);
+        if (*count == 0)
+            eng_try_reduce(ctx, e->part);
     }
 }
 
@@ -953,6 +1004,7 @@ void eng_agg_free(strata_ctx_t *ctx)
     eng_agg_close(ctx);
     eng_agg_ckpt_free(a);
     eng_agg_protect_free(a);
+    eng_agg_stage_free(a);
     while (a->accepted) {
         eng_wlink_t *l = a->accepted;
         a->accepted = l->next;

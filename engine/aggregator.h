@@ -13,6 +13,8 @@
  *   agg_protect.c the shard's protection by parity other aggregators hold
  *   agg_rejoin.c  a dropped worker's new process back in (REJOIN_ASK,
  *                 REJOIN)
+ *   agg_stage.c   staged models: a clock reduced before it is known to
+ *                 count, its model written ahead, committed after PUSHED
  */
 #ifndef STRATA_ENGINE_AGGREGATOR_H
 #define STRATA_ENGINE_AGGREGATOR_H
@@ -52,6 +54,17 @@ typedef struct eng_apart {
     float *master;      /* [count]: an fp16 or bf16 model's fp32 copy (sgd) */
     uint64_t prot_off;  /* its momentum and master in a protected snapshot */
     int64_t prot_at;    /* the protected clock it was copied for, -1 */
+    /* Staged (agg_stage.c): the group clock reduced into a->stage before
+     * every source said PUSHED (-1: none), what it was reduced from and
+     * with, and per worker the clock whose model it holds from there
+     * without its immediate (-1). */
+    int64_t stage_clock;
+    uint32_t stage_n;
+    double stage_scale, stage_lr;
+    uint32_t *stage_w;  /* [nworkers] */
+    int64_t *stage_wc;  /* [nworkers] */
+    int64_t *staged;    /* [nworkers] */
+    uint32_t sinflight; /* writes out of a->stage not completed */
 } eng_apart_t;
 
 typedef struct eng_dst {
@@ -59,8 +72,18 @@ typedef struct eng_dst {
     uint64_t off;
 } eng_dst_t;
 
+/* What a queued model write carries: the model from out with its
+ * immediate, a staged model from stage without it, or that immediate
+ * alone (a zero-length write: the staged model it announces landed). */
+typedef enum eng_send_kind {
+    ENG_SEND_MODEL,
+    ENG_SEND_STAGED,
+    ENG_SEND_COMMIT,
+} eng_send_kind_t;
+
 typedef struct eng_send_item {
     uint32_t part; /* in the shard */
+    eng_send_kind_t kind;
     int64_t clock;
 } eng_send_item_t;
 
@@ -101,6 +124,9 @@ struct eng_agg {
     int32_t *piece_local; /* [model pieces]: index in the shard, -1 */
     void *out;
     tp_mr_t *out_mr[ENG_NPROV];
+    void *stage; /* staged models (agg_stage.c); NULL: none are */
+    tp_mr_t *stage_mr[ENG_NPROV];
+    uint64_t staged_clocks, unstaged_clocks; /* committed, discarded */
     eng_update_t upd;
     double base_lr;        /* STRATA_LR */
     eng_lr_sched_t lrs;    /* strata_set_lr's announcements */
@@ -250,6 +276,28 @@ bool eng_agg_landed(strata_ctx_t *ctx, uint32_t w, int64_t c);
  * whether the job goes on (DROP) or fails. */
 void eng_agg_lost(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
 
+/* ---- agg_stage.c ---- */
+
+/* Once the shard is laid out: whether this aggregator stages models
+ * (STRATA_STAGE_MODEL, workers may be dropped, bsp, no optimizer state),
+ * and the stage. */
+strata_status_t eng_agg_stage_setup(strata_ctx_t *ctx);
+void eng_agg_stage_free(eng_agg_t *a);
+/* Whether worker w's model writes may be staged (not over shm, where a
+ * push lands at once and nothing is gained). */
+bool eng_agg_stage_worker(const strata_ctx_t *ctx, uint32_t w);
+/* The group's clock c landed from every source in a->srcs (n of them) but
+ * is not known to count yet: reduce it into the stage with `scale` and
+ * write its model to the sources that wait for it, without the immediate. */
+void eng_agg_stage(strata_ctx_t *ctx, eng_apart_t *ap, int64_t c, uint32_t n,
+                   double scale);
+/* The group's clock c is applied from a->src_w/src_wc (n) with `scale` at
+ * a->upd.lr: true if the stage holds exactly that, now copied into out; the
+ * workers it was written to get the immediate alone. Otherwise the stage is
+ * discarded (false): apply as usual. */
+bool eng_agg_stage_take(strata_ctx_t *ctx, eng_apart_t *ap, int64_t c,
+                        uint32_t n, double scale);
+
 /* ---- agg_rejoin.c ---- */
 
 /* REJOIN_ASK, REJOIN. STRATA_ERR_PROTO: neither. */
@@ -282,6 +330,10 @@ static inline bool eng_agg_counts(const eng_agg_t *a, uint32_t w, int64_t wc)
 
 /* ---- aggregator.c ---- */
 
+/* Queue a model write of partition i's clock `clock` to worker l, and post
+ * what the connection takes. */
+void eng_wlink_queue(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
+                     eng_send_kind_t kind, int64_t clock);
 /* Serve partition i to every worker whose pull it now allows. */
 void eng_serve(strata_ctx_t *ctx, uint32_t i);
 /* Reduce and serve what every partition now allows (the workers changed). */

@@ -9,7 +9,8 @@ import sys
 
 
 def rate_bps(rate):
-    m = re.fullmatch(r"(\d+)([kmg]?)bit", rate)
+    # 1gbit, or 1gbit-stage0 (--stage-model 1,0)
+    m = re.fullmatch(r"(\d+)([kmg]?)bit(-stage\d)?", rate)
     if not m:
         return None
     return int(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
@@ -36,7 +37,7 @@ def main(out, workers):
             print(f"# iperf3 one stream at {rate}: {bps / 1e9:.3f} Gbit/s")
         except (ValueError, KeyError):
             print(f"# iperf3 at {rate}: no result")
-    print(f"#{'rate':>8} {'S':>3} {'bytes':>10} {'strata_us':>11} "
+    print(f"#{'rate':>12} {'S':>3} {'bytes':>10} {'strata_us':>11} "
           f"{'bound_us':>10} {'eff':>6} {'mpi_us':>11} {'vs_mpi':>7} "
           f"{'vs_S1':>6} {'n':>3}")
     for (rate, s, nbytes) in sorted(runs, key=lambda k: (k[0], k[2], k[1])):
@@ -49,7 +50,7 @@ def main(out, workers):
         one = runs.get((rate, 1, nbytes))
         vs1 = statistics.median(one["strata"]) / st if one else None
         fmt = lambda v, f: format(v, f) if v is not None else "-"
-        print(f" {rate:>8} {s:>3} {nbytes:>10} {st:>11.0f} "
+        print(f" {rate:>12} {s:>3} {nbytes:>10} {st:>11.0f} "
               f"{fmt(bound, '>10.0f')} {fmt(bound and bound / st, '>6.2f')} "
               f"{fmt(mpi, '>11.0f')} {fmt(mpi and mpi / st, '>7.2f')} "
               f"{fmt(vs1, '>6.2f')} {len(r['strata']):>3}")

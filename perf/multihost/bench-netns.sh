@@ -4,7 +4,8 @@
 #
 #   perf/multihost/bench-netns.sh BUILD [--workers W] [--aggs 1,2]
 #       [--rates 1gbit,10gbit] [--sizes 1M:16M] [--rounds R] [--iters N]
-#       [--min-workers N] [--partition-bytes P] [--out DIR]
+#       [--min-workers N] [--partition-bytes P] [--stage-model 1,0]
+#       [--out DIR]
 #
 # Hosts: aggregators a on host a (one per host), the W workers on hosts of
 # their own after them; links (both directions) shaped with tbf, 20 ms
@@ -28,6 +29,10 @@
 # --min-workers W (fail on a lost worker, as MPI does) lets them.
 # --partition-bytes: strata-bench-pushpull's (default: the engine's pick for
 # the size and S); a run per value measures the partition rule.
+# --stage-model: STRATA_STAGE_MODEL of every rank (default 1: models are
+# written ahead of PUSHED and committed after, docs/policies.md); 0 measures
+# the round without; with both (1,0) the runs alternate and the table's rate
+# column says which (1gbit-stage0).
 # Needs root (emulated hosts); the figures are only comparable within a run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -36,7 +41,7 @@ nsc=$here/../../tests/multihost/nscluster
 BUILD=$(cd "$1" && pwd)
 shift
 W=2 aggs=1,2 rates=1gbit,10gbit sizes=1M:16M rounds=3 iters="" out="" minw=1
-part=""
+part="" stage=1
 args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -48,12 +53,14 @@ while [ $# -gt 0 ]; do
     --iters) iters=$2; shift 2 ;;
     --min-workers) minw=$2; shift 2 ;;
     --partition-bytes) part=$2; shift 2 ;;
+    --stage-model) stage=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "bench-netns: unknown option $1" >&2; exit 2 ;;
     esac
 done
 IFS=, read -r -a agg_list <<<"$aggs"
 IFS=, read -r -a rate_list <<<"$rates"
+IFS=, read -r -a stage_list <<<"$stage"
 smax=0
 for s in "${agg_list[@]}"; do [ "$s" -le "$smax" ] || smax=$s; done
 if [ -z "${MH_CLUSTER:-}" ]; then
@@ -64,7 +71,7 @@ fi
 mkdir -p "$out"
 export PATH=$BUILD/bin:$PATH
 for v in $(env | grep -o '^STRATA_[A-Z0-9_]*' || true); do unset "$v"; done
-echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds, STRATA_MIN_WORKERS=$minw, partition ${part:-auto}"
+echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds, STRATA_MIN_WORKERS=$minw, partition ${part:-auto}, STRATA_STAGE_MODEL=$stage"
 echo "# load at start: $(uptime)"
 echo "# raw results in $out"
 
@@ -83,22 +90,25 @@ for ((round = 1; round <= rounds; round++)); do
         [ "$rate" = none ] || "$nsc" shape "$rate"
         [ "$round" -gt 1 ] || iperf "$rate" "$round"
         for s in "${agg_list[@]}"; do
-            map=""
-            for ((a = 0; a < s; a++)); do map+="$a,"; done
-            for ((w = 0; w < W; w++)); do map+="$((smax + w)),"; done
-            tag="$rate-S$s-r$round"
-            extra=()
-            [ -z "$iters" ] || extra=(--iters "$iters")
-            [ -z "$part" ] || extra+=(--partition-bytes "$part")
-            if ! "$here/../../tests/multihost/mhrun" --launch mpirun --spmd -n "$W" -a "$s" \
-                --map "${map%,}" --coord file --timeout 900 \
-                -e STRATA_MIN_WORKERS="$minw" -- \
-                "$BUILD/bin/strata-bench-pushpull" --aggregators "$s" \
-                --min-bytes "${sizes%%:*}" --max-bytes "${sizes##*:}" \
-                --json "$out/$tag.json" "${extra[@]}" >"$out/$tag.log" 2>&1; then
-                echo "# $tag failed: see $out/$tag.log" >&2
-                tail -5 "$out/$tag.log" >&2
-            fi
+            for st in "${stage_list[@]}"; do
+                map=""
+                for ((a = 0; a < s; a++)); do map+="$a,"; done
+                for ((w = 0; w < W; w++)); do map+="$((smax + w)),"; done
+                tag="$rate-S$s-r$round"
+                [ "${#stage_list[@]}" -eq 1 ] || tag="$rate-stage$st-S$s-r$round"
+                extra=()
+                [ -z "$iters" ] || extra=(--iters "$iters")
+                [ -z "$part" ] || extra+=(--partition-bytes "$part")
+                if ! "$here/../../tests/multihost/mhrun" --launch mpirun --spmd -n "$W" -a "$s" \
+                    --map "${map%,}" --coord file --timeout 900 \
+                    -e STRATA_MIN_WORKERS="$minw" -e STRATA_STAGE_MODEL="$st" -- \
+                    "$BUILD/bin/strata-bench-pushpull" --aggregators "$s" \
+                    --min-bytes "${sizes%%:*}" --max-bytes "${sizes##*:}" \
+                    --json "$out/$tag.json" "${extra[@]}" >"$out/$tag.log" 2>&1; then
+                    echo "# $tag failed: see $out/$tag.log" >&2
+                    tail -5 "$out/$tag.log" >&2
+                fi
+            done
         done
     done
 done

@@ -245,18 +245,24 @@ static void expect_model(int r, float shift_a, float shift_b)
                      (double)((float)i * -0.5f - shift_b));
 }
 
-/* The job finalizes on every rank without an error. */
-static void job_finalize(void)
+/* The job finalizes on ranks 0..n-1 (the others died) without an error. */
+static void job_finalize_first(int n)
 {
     strata_request_t *fin[MAX_RANKS];
-    for (int r = 0; r < job.size; r++)
+    for (int r = 0; r < n; r++)
         fin[r] = submit(job.ctx[r], ENG_CMD_FINALIZE);
     pump();
-    for (int r = 0; r < job.size; r++) {
+    for (int r = 0; r < n; r++) {
         assert_int_equal(wait_done(&fin[r]), STRATA_OK);
         assert_int_equal(eng_fatal(job.ctx[r]), STRATA_OK);
     }
     job_end();
+}
+
+/* The job finalizes on every rank without an error. */
+static void job_finalize(void)
+{
+    job_finalize_first(job.size);
 }
 
 /* ---- the tests ---- */
@@ -880,9 +886,10 @@ static void member_misbehaving_named_everywhere(void **state)
  * aggregator keeps its clock 1, so clock 1 is the mean of both; from clock
  * 2 on worker 2 trains alone, its gradient scaled by 1 / 1. A push that
  * never left (clock 2 of worker 3) is lost, never half applied. */
-static void worker_lost_job_goes_on(void **state)
+/* Two aggregators, workers 2 and 3: their clock 0 is applied, and worker 2
+ * holds its model. */
+static void two_workers_first_clock(void)
 {
-    (void)state;
     job_start(4, 2, NULL);
     job_commit();
     grads(2, 1.0f, 2.0f);
@@ -891,10 +898,17 @@ static void worker_lost_job_goes_on(void **state)
     pump();
     assert_int_equal(wait_done(&q2), STRATA_OK);
     expect_model(2, 1.0f, 0.0f); /* lr 0.5, mean (1 + 3) / 2, (2 - 2) / 2 */
-    (void)wait_done(&p2), (void)wait_done(&p3);
+    assert_int_equal(wait_done(&p2), STRATA_OK);
+    assert_int_equal(wait_done(&p3), STRATA_OK);
+}
 
+static void worker_lost_job_goes_on(void **state)
+{
+    (void)state;
+    two_workers_first_clock();
     grads(3, 5.0f, 5.0f);
-    p3 = push(3);
+    strata_request_t *p2, *q2;
+    (void)push(3);
     eng_loop_once(job.ctx[3]); /* its writes of clock 1 leave, and PUSHED */
     grads(3, 100.0f, 100.0f);
     strata_request_t *lost = push(3); /* clock 2: never leaves */
@@ -919,13 +933,55 @@ static void worker_lost_job_goes_on(void **state)
     for (int a = 0; a < 2; a++)
         assert_int_equal(job.ctx[a]->agg->dropped_workers, 1);
 
-    strata_request_t *fin[MAX_RANKS];
-    for (int r = 0; r < 3; r++)
-        fin[r] = submit(job.ctx[r], ENG_CMD_FINALIZE);
+    job_finalize_first(3);
+}
+
+/* Staged models (engine/agg_stage.c), two aggregators. A clock whose
+ * pushes all landed is reduced and its model written to the workers before
+ * every worker said PUSHED, but their pulls complete only once it counts.
+ * Then worker 3 pushes tensor a and dies before pushing b: the partition
+ * of a alone (a[0, 1024); the next holds a's tail and b's head) is staged
+ * with its push in it, and worker 2's parameters hold that model; the drop's
+ * boundary says its clock does not count, so the stage is discarded and worker
+ * 2's pull completes with its own gradient alone, exactly as without staging.
+ */
+static void staged_model_discarded_when_a_push_stops_counting(void **state)
+{
+    (void)state;
+    two_workers_first_clock();
+    uint64_t staged = 0;
+    for (int a = 0; a < 2; a++)
+        staged += job.ctx[a]->agg->staged_clocks;
+    assert_true(staged > 0); /* a partition landed before a PUSHED */
+
+    const int ta = 0;
+    strata_request_t *p3;
+    grads(3, 100.0f, 100.0f);
+    assert_int_equal(eng_worker_push(job.ctx[3], &ta, 1, &p3), STRATA_OK);
+    grads(2, 1.0f, 2.0f);
+    strata_request_t *p2 = push(2), *q2 = pull(2, 2);
     pump();
-    for (int r = 0; r < 3; r++)
-        assert_int_equal(wait_done(&fin[r]), STRATA_OK);
-    job_end();
+    strata_status_t st;
+    assert_false(done(&q2, &st)); /* worker 3 never said PUSHED */
+    /* the staged model: a by 0.5 * (1 + 100) / 2 more; a's tail waits */
+    assert_true(job.buf[2].a[0] == -26.25f);
+    assert_true(job.buf[2].a[1023] == 1023 * 0.25f - 26.25f);
+    assert_true(job.buf[2].a[1024] == 1024 * 0.25f - 1.0f);
+
+    rank_kill(3);
+    test_log.errors = 0;
+    pump();
+    assert_int_equal(wait_done(&q2), STRATA_OK);
+    /* clock 1 counts worker 2 alone (boundary 1): 0.5 * 1, 0.5 * 2 */
+    expect_model(2, 1.5f, 1.0f);
+    assert_int_equal(wait_done(&p2), STRATA_OK);
+    uint64_t unstaged = 0;
+    for (int a = 0; a < 2; a++)
+        unstaged += job.ctx[a]->agg->unstaged_clocks;
+    assert_int_equal(unstaged, 1);
+    assert_int_equal(test_log.errors, 0);
+
+    job_finalize_first(3);
 }
 
 /* An aggregator dies mid-round: the worker, which saw its connection drop
@@ -1087,6 +1143,9 @@ int main(void)
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(worker_lost_job_goes_on, test_log_setup,
                                         test_log_teardown),
+        cmocka_unit_test_setup_teardown(
+            staged_model_discarded_when_a_push_stops_counting, test_log_setup,
+            test_log_teardown),
         cmocka_unit_test_setup_teardown(aggregator_lost_mid_round,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(gdtopk_on_fp16, test_log_setup,
