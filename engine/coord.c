@@ -179,9 +179,14 @@ bool eng_coord_missing(strata_ctx_t *ctx)
                                     shown > 1 ? ", " : "", r);
     /* Ranks still arriving in the last quarter of the wait: the launcher
      * is still starting them (hundreds of processes on busy hosts), which
-     * a longer join deadline fixes; otherwise they are not coming. */
+     * a longer join deadline fixes; otherwise they are not coming. Counted
+     * back from the deadline, not from now: a coordinator that a busy
+     * machine wakes late must not turn a job still starting into one whose
+     * ranks never came. */
     uint64_t window = (uint64_t)ctx->join_timeout_ms * 1000000u;
-    uint64_t since = util_now_ns() - c->last_hello_ns;
+    uint64_t since = ctx->join_deadline_ns > c->last_hello_ns
+                         ? ctx->join_deadline_ns - c->last_hello_ns
+                         : 0;
     char cause[256];
     if (c->nhello > 0 && since < window / 4)
         snprintf(cause, sizeof(cause),
