@@ -4,9 +4,12 @@
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "util/clock.h"
 
 /* Polls of the condition before parking: a few microseconds, enough to catch
  * a wake-up that is already on its way without a system call. */
@@ -79,8 +82,9 @@ static strata_status_t util_waitq_park(util_waitq_t *q, util_waitq_cond_fn cond,
     return st;
 }
 
-strata_status_t util_waitq_wait(util_waitq_t *q, util_waitq_cond_fn cond,
-                                void *arg, int64_t timeout_ms)
+strata_status_t util_waitq_wait_spin(util_waitq_t *q, util_waitq_cond_fn cond,
+                                     void *arg, int64_t timeout_ms,
+                                     uint64_t spin_ns)
 {
     strata_status_t st = cond(arg);
     if (st != STRATA_ERR_AGAIN)
@@ -93,7 +97,27 @@ strata_status_t util_waitq_wait(util_waitq_t *q, util_waitq_cond_fn cond,
         if (st != STRATA_ERR_AGAIN)
             return st;
     }
+    if (spin_ns) {
+        uint64_t start = util_now_ns(), bound = (uint64_t)timeout_ms * 1000000u;
+        uint64_t until = start + (spin_ns < bound ? spin_ns : bound);
+        while (util_now_ns() < until) {
+            sched_yield();
+            st = cond(arg);
+            if (st != STRATA_ERR_AGAIN)
+                return st;
+        }
+        uint64_t spent_ms = (util_now_ns() - start) / 1000000u;
+        timeout_ms = spent_ms < (uint64_t)timeout_ms
+                         ? timeout_ms - (int64_t)spent_ms
+                         : 1;
+    }
     return util_waitq_park(q, cond, arg, timeout_ms);
+}
+
+strata_status_t util_waitq_wait(util_waitq_t *q, util_waitq_cond_fn cond,
+                                void *arg, int64_t timeout_ms)
+{
+    return util_waitq_wait_spin(q, cond, arg, timeout_ms, 0);
 }
 
 /* ---- gates ---- */
@@ -136,9 +160,16 @@ static strata_status_t util_gate_reached(void *arg)
     return st != STRATA_OK ? st : STRATA_ERR_AGAIN;
 }
 
+strata_status_t util_gate_wait_spin(util_gate_t *g, int64_t target,
+                                    int64_t timeout_ms, uint64_t spin_ns)
+{
+    util_gate_wait_arg_t a = {g, target};
+    return util_waitq_wait_spin(&g->q, util_gate_reached, &a, timeout_ms,
+                                spin_ns);
+}
+
 strata_status_t util_gate_wait(util_gate_t *g, int64_t target,
                                int64_t timeout_ms)
 {
-    util_gate_wait_arg_t a = {g, target};
-    return util_waitq_wait(&g->q, util_gate_reached, &a, timeout_ms);
+    return util_gate_wait_spin(g, target, timeout_ms, 0);
 }

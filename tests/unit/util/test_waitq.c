@@ -1,5 +1,6 @@
-/* Gates and the wait queue: raising, failing, timing out, and a ping-pong
- * between two threads that parks on every turn without losing a wake-up. */
+/* Gates and the wait queue: raising, failing, timing out, a ping-pong
+ * between two threads that parks on every turn without losing a wake-up,
+ * and a wait that polls before it parks. */
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -97,6 +98,54 @@ static void ping_pong_loses_no_wake_up(void **state)
     assert_int_equal(p.st, STRATA_OK);
 }
 
+typedef struct spinner {
+    util_gate_t g;
+    uint64_t spin_ns;
+    strata_status_t st;
+} spinner_t;
+
+static void *spin_wait(void *arg)
+{
+    spinner_t *s = arg;
+    s->st = util_gate_wait_spin(&s->g, 1, WAIT_MS, s->spin_ns);
+    return NULL;
+}
+
+static void pause_ms(long ms)
+{
+    struct timespec d = {0, ms * 1000 * 1000};
+    nanosleep(&d, NULL);
+}
+
+/* A waiter with a polling budget stays off the futex (never counted among
+ * the parked) while the budget lasts, and parks once it is spent; either
+ * way the raise ends its wait. */
+static void a_spinning_wait_parks_after_its_budget(void **state)
+{
+    (void)state;
+    spinner_t s = {.spin_ns = (uint64_t)WAIT_MS * 1000000u}; /* longer */
+    util_gate_init(&s.g, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, spin_wait, &s), 0);
+    for (int i = 0; i < 50; i++) {
+        pause_ms(2);
+        assert_int_equal(atomic_load(&s.g.q.waiters), 0);
+    }
+    util_gate_raise(&s.g, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(s.st, STRATA_OK);
+
+    s = (spinner_t){.spin_ns = 1000000}; /* 1 ms */
+    util_gate_init(&s.g, 0);
+    assert_int_equal(pthread_create(&th, NULL, spin_wait, &s), 0);
+    for (int i = 0; i < WAIT_MS && atomic_load(&s.g.q.waiters) == 0; i++)
+        pause_ms(1);
+    assert_int_equal(atomic_load(&s.g.q.waiters), 1);
+    util_gate_raise(&s.g, 1);
+    pthread_join(th, NULL);
+    assert_int_equal(s.st, STRATA_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -104,6 +153,7 @@ int main(void)
         cmocka_unit_test(a_wait_times_out),
         cmocka_unit_test(a_failed_gate_ends_every_wait),
         cmocka_unit_test(ping_pong_loses_no_wake_up),
+        cmocka_unit_test(a_spinning_wait_parks_after_its_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
