@@ -77,6 +77,7 @@ static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
     ctx->epfd = ctx->cmd_efd = -1;
     ctx->timeout_ms = (int)eng_config_int(cfg, ENG_CFG_TIMEOUT_MS);
     ctx->join_timeout_ms = (int)eng_config_int(cfg, ENG_CFG_JOIN_TIMEOUT_MS);
+    ctx->spin_ns = (uint64_t)eng_config_int(cfg, ENG_CFG_SPIN_US) * 1000u;
     ctx->join_timeout_name = "STRATA_JOIN_TIMEOUT_MS";
     if (ctx->join_timeout_ms == 0) {
         ctx->join_timeout_ms = ctx->timeout_ms;

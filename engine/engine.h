@@ -209,6 +209,8 @@ struct strata_ctx {
     _Atomic int local_rank;
     int worker_index; /* -1 for aggregators */
     int timeout_ms;
+    uint64_t spin_ns;        /* STRATA_SPIN_US: polling before a sleep */
+    uint64_t pull_waited_ns; /* application thread: its last pull's wait */
     char host_id[ENG_HOST_ID_MAX];
     bool spans_hosts;   /* WELCOME: the job's ranks are on several hosts */
     char transport[32]; /* strata_transport(), set once joined */
@@ -329,6 +331,16 @@ strata_status_t eng_loop_start(strata_ctx_t *ctx);
  * the backlog, the role's flush, timers; whether anything was done. Tests
  * turn it themselves, with no thread. */
 bool eng_loop_once(strata_ctx_t *ctx);
+/* The progress thread's idle spells: since when it has found nothing to
+ * do (0: it is working), and how long its previous spell lasted. */
+typedef struct eng_idle {
+    uint64_t since_ns, last_ns;
+} eng_idle_t;
+/* What the thread does after a turn that did nothing: while both this
+ * spell and the previous one are within STRATA_SPIN_US it yields the core
+ * and returns false, to turn again; else it sleeps until an event, a
+ * command or a timer, and returns true. */
+bool eng_loop_idle(strata_ctx_t *ctx, eng_idle_t *idle);
 /* Asks the thread to stop and joins it. */
 void eng_loop_stop(strata_ctx_t *ctx);
 /* Queue a command (waiting while the queue is full, up to the timeout) and

@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -300,14 +301,40 @@ bool eng_loop_once(strata_ctx_t *ctx)
     return busy;
 }
 
+/* A round's next event is usually on its way when the last one was just
+ * handled: polling on for a while (yielding, as the core is often shared
+ * with the peers that will send it) saves the sleep, the peers' doorbell or
+ * eventfd write and two context switches per hop. Only while idle spells
+ * are that short: a thread whose last wait was longer (a large model's
+ * reduce, a loaded machine) would poll in vain, on a core others need. */
+bool eng_loop_idle(strata_ctx_t *ctx, eng_idle_t *idle)
+{
+    uint64_t now = util_now_ns();
+    if (!idle->since_ns)
+        idle->since_ns = now;
+    if (idle->last_ns <= ctx->spin_ns && now - idle->since_ns < ctx->spin_ns) {
+        sched_yield();
+        return false;
+    }
+    if (eng_arm_all(ctx))
+        eng_sleep(ctx);
+    return true;
+}
+
 static void *eng_loop_main(void *arg)
 {
     strata_ctx_t *ctx = arg;
     util_log_set_rank(ctx->rank);
     eng_timer_due(ctx, &ctx->join_timer); /* connect at once */
-    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire))
-        if (!eng_loop_once(ctx) && eng_arm_all(ctx))
-            eng_sleep(ctx);
+    eng_idle_t idle = {0, 0};
+    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
+        if (!eng_loop_once(ctx))
+            eng_loop_idle(ctx, &idle);
+        else if (idle.since_ns) {
+            idle.last_ns = util_now_ns() - idle.since_ns;
+            idle.since_ns = 0;
+        }
+    }
     return NULL;
 }
 

@@ -147,16 +147,22 @@ static const char *eng_req_what(const strata_request_t *req, char *buf,
     return buf;
 }
 
-/* A pull's wait, timing the wake-up once the gate rose for it. */
+/* A pull's wait, timing the wake-up once the gate rose for it. It polls
+ * (STRATA_SPIN_US) before it parks when the last pull's wait was that
+ * short: a round of small tensors. */
 static strata_status_t eng_req_wait_pull(strata_request_t *req, int timeout_ms)
 {
     strata_ctx_t *ctx = req->ctx;
     bool ready = util_gate_load(req->gate) >= req->clock;
-    strata_status_t st = util_gate_wait(req->gate, req->clock, timeout_ms);
+    uint64_t t0 = ready ? 0 : util_now_ns();
+    uint64_t spin = ctx->pull_waited_ns <= ctx->spin_ns ? ctx->spin_ns : 0;
+    strata_status_t st =
+        util_gate_wait_spin(req->gate, req->clock, timeout_ms, spin);
     if (st == STRATA_OK && !ready) {
         uint64_t raised = atomic_load_explicit(&ctx->cnt.pull_raised_ns,
                                                memory_order_acquire);
         uint64_t now = util_now_ns();
+        ctx->pull_waited_ns = now - t0;
         atomic_fetch_add_explicit(&ctx->cnt.pull_wakeup_ns,
                                   now > raised ? now - raised : 0,
                                   memory_order_relaxed);

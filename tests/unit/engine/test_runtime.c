@@ -364,6 +364,31 @@ static void commands_wake_only_a_sleeping_thread(void **state)
     job_end();
 }
 
+/* A progress thread that found nothing to do polls on (the command eventfd
+ * left unread) while this idle spell and the one before are within
+ * STRATA_SPIN_US, and sleeps (the eventfd, written first, ends the sleep at
+ * once and is read) when either is longer. */
+static void idle_thread_polls_then_sleeps(void **state)
+{
+    (void)state;
+    job_start(3, 1, (const char *const[]){"SPIN_US=1000000", NULL});
+    job_commit();
+    strata_ctx_t *ctx = job.ctx[1];
+    const uint64_t one = 1, long_ns = 2000000000u;
+    eng_idle_t spells[3] = {
+        {0, 0},                       /* just idle, no spell before */
+        {util_now_ns() - long_ns, 0}, /* idle for long */
+        {0, long_ns},                 /* the spell before was long */
+    };
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(write(ctx->cmd_efd, &one, sizeof(one)), sizeof(one));
+        assert_int_equal(eng_loop_idle(ctx, &spells[i]), i > 0);
+        assert_false(atomic_load(&ctx->sleeping));
+        assert_int_equal(wakes(ctx), i == 0);
+    }
+    job_end();
+}
+
 /* A job that needs every worker (STRATA_MIN_WORKERS=2 of 2) drops none, so
  * a partition is reduced and served once every worker's copy landed, while
  * the rest of the clock is still being pushed: over a network the pulls of
@@ -1174,6 +1199,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(partition_completes, test_log_setup,
                                         test_log_teardown),
         cmocka_unit_test_setup_teardown(commands_wake_only_a_sleeping_thread,
+                                        test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(idle_thread_polls_then_sleeps,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(partition_reduced_before_clock_landed,
                                         test_log_setup, test_log_teardown),
