@@ -60,7 +60,7 @@ strata_status_t eng_agg_stage_setup(strata_ctx_t *ctx)
         a->parts[i].stage_clock = -1;
     if (!eng_stage_fits(ctx))
         return STRATA_OK;
-    uint64_t bytes = a->layout->shard_bytes[a->shard];
+    uint64_t bytes = a->layout->held_bytes[a->shard];
     void *stage = util_aligned_alloc(4096, bytes ? bytes : 64);
     if (!stage)
         return STRATA_ERR_NOMEM;
@@ -112,13 +112,13 @@ void eng_agg_stage(strata_ctx_t *ctx, eng_apart_t *ap, int64_t c, uint32_t n,
 {
     eng_agg_t *a = ctx->agg;
     const eng_partition_t *part = ap->part;
-    void *dst = (char *)a->stage + part->shard_off;
+    void *dst = (char *)a->stage + part->held_off;
     for (uint32_t k = 0; k < n; k++)
         if (a->srcs[k].nsparse != ENG_SRC_DENSE)
             return;
     uint64_t t0 = util_now_ns();
     if (!ctx->policy->sum_only) /* sgd steps the model; sum replaces it */
-        memcpy(dst, (char *)a->out + part->shard_off, part->bytes);
+        memcpy(dst, (char *)a->out + part->held_off, part->bytes);
     a->upd.lr = eng_agg_lr_at(a, c);
     strata_status_t st = a->upd.ops->apply(
         &a->upd, part->dtype, dst, NULL, NULL, a->srcs, n, part->count, scale);
@@ -170,8 +170,8 @@ bool eng_agg_stage_take(strata_ctx_t *ctx, eng_apart_t *ap, int64_t c,
     ap->stage_clock = -1;
     if (!same)
         return false;
-    memcpy((char *)a->out + ap->part->shard_off,
-           (char *)a->stage + ap->part->shard_off, ap->part->bytes);
+    memcpy((char *)a->out + ap->part->held_off,
+           (char *)a->stage + ap->part->held_off, ap->part->bytes);
     a->staged_clocks++;
     return true;
 }

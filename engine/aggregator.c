@@ -2,10 +2,11 @@
  * The aggregator's side of the data path, on the progress thread.
  *
  * Memory. Per worker, one region of receive slots: every partition of the
- * shard twice, once per clock parity, so a worker can push clock c + 1 while
- * clock c is being reduced. One out region: the model of the shard in the
- * tensors' dtypes (SGD updates it in place; sum writes the sum there), the
- * source of every model write. Momentum buffers when SGD has momentum.
+ * shards it holds (one, or several with STRATA_SHARDS; layout.h) twice, once
+ * per clock parity, so a worker can push clock c + 1 while clock c is being
+ * reduced. One out region: the model of those shards in the tensors' dtypes
+ * (SGD updates it in place; sum writes the sum there), the source of every
+ * model write. Momentum buffers when SGD has momentum.
  *
  * Flow. A gradient write's immediate names the partition and the clock. When
  * every live member of the pusher's group has landed that clock, the group's
@@ -263,7 +264,7 @@ static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
     const eng_layout_t *lay = a->layout;
-    a->nparts = lay->shard_nparts[a->shard];
+    a->nparts = lay->held_nparts[a->shard];
     a->parts = util_calloc(a->nparts ? a->nparts : 1, sizeof(*a->parts));
     a->piece_local = util_malloc(sizeof(int32_t) * lay->npieces);
     if (!a->parts || !a->piece_local)
@@ -273,7 +274,7 @@ static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
     size_t largest = 0;
     for (uint32_t i = 0; i < a->nparts; i++) {
         eng_apart_t *ap = &a->parts[i];
-        ap->index = lay->shard_parts[a->shard][i];
+        ap->index = lay->held_parts[a->shard][i];
         ap->part = &lay->parts[ap->index];
         const eng_piece_t *pc0 = &lay->pieces[ap->part->first_piece];
         strata_status_t st = a->upd.ops->check(&a->upd, ap->part->dtype,
@@ -306,20 +307,45 @@ static unsigned eng_pool_threads(const strata_ctx_t *ctx)
     return share ? share : 1;
 }
 
+/* Which shards this aggregator holds: its own, or (STRATA_SHARDS) every
+ * one its index is the remainder of. */
+static void eng_shard_say(strata_ctx_t *ctx, uint64_t bytes)
+{
+    eng_agg_t *a = ctx->agg;
+    const char *upd = a->upd.ops->name;
+    if (ctx->nshards == (uint32_t)ctx->naggs) {
+        util_info("shard %u: %u partitions, %llu bytes, update %s", a->shard,
+                  a->nparts, (unsigned long long)bytes, upd);
+        return;
+    }
+    char list[256];
+    size_t n = 0;
+    for (uint32_t s = a->shard; s < ctx->nshards && n + 16 < sizeof(list);
+         s += (uint32_t)ctx->naggs)
+        n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%u", n ? ", " : "",
+                              s);
+    util_info("aggregator %u holds shards %s of %u: %u partitions, %llu "
+              "bytes, update %s",
+              a->shard, list, ctx->nshards, a->nparts,
+              (unsigned long long)bytes, upd);
+}
+
 static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
     /* the layout takes the descriptions received */
-    strata_status_t st = eng_layout_adopt(a->lrx.tensors, a->lrx.ntensors,
-                                          a->lrx.partition_bytes,
-                                          (uint32_t)ctx->naggs, &a->layout);
+    strata_status_t st =
+        eng_layout_adopt(a->lrx.tensors, a->lrx.ntensors,
+                         a->lrx.partition_bytes, ctx->nshards, &a->layout);
     a->lrx.tensors = NULL;
     atomic_store(&ctx->partition_bytes, a->lrx.partition_bytes);
+    if (st == STRATA_OK)
+        st = eng_layout_hold(a->layout, (uint32_t)ctx->naggs);
     if (st == STRATA_OK)
         st = eng_shard_plan(ctx);
     if (st != STRATA_OK)
         return st;
-    uint64_t bytes = a->layout->shard_bytes[a->shard];
+    uint64_t bytes = a->layout->held_bytes[a->shard];
     a->out = util_aligned_alloc(4096, bytes ? bytes : 64);
     if (!a->out)
         return STRATA_ERR_NOMEM;
@@ -349,15 +375,14 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     atomic_store(&a->parts_ready, true);
-    util_info("shard %u: %u partitions, %llu bytes, update %s", a->shard,
-              a->nparts, (unsigned long long)bytes, a->upd.ops->name);
+    eng_shard_say(ctx, bytes);
     return STRATA_OK;
 }
 
 static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     eng_agg_t *a = ctx->agg;
-    uint64_t bytes = 2 * a->layout->shard_bytes[a->shard];
+    uint64_t bytes = 2 * a->layout->held_bytes[a->shard];
     /* Per partition: the initial model, and a clock's staged model and its
      * immediate (or its model in full, a stage discarded). */
     l->qcap = 3 * a->nparts + 1;
@@ -443,7 +468,7 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
             size_t len = e->kind == ENG_SEND_COMMIT ? 0 : pc->len;
             strata_status_t st = tp_write(
                 l->peer.ep, staged ? a->stage_mr[prov] : a->out_mr[prov],
-                part->shard_off + pc->part_off, &d->d, d->off, len,
+                part->held_off + pc->part_off, &d->d, d->off, len,
                 eng_imm(ENG_IMM_MODEL, e->clock, ap->index),
                 last && !staged ? TP_WRITE_IMM : 0,
                 (void *)((uintptr_t)(l->widx + 1) << 32 | e->part |
@@ -530,8 +555,8 @@ void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
                int64_t clock)
 {
     return (char *)l->slots +
-           (uint64_t)(clock & 1) * a->layout->shard_bytes[a->shard] +
-           ap->part->shard_off;
+           (uint64_t)(clock & 1) * a->layout->held_bytes[a->shard] +
+           ap->part->held_off;
 }
 
 const void *eng_src_addr(const eng_agg_t *a, const eng_wlink_t *l, uint32_t i,
@@ -619,7 +644,7 @@ static void eng_on_init(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i)
 {
     eng_agg_t *a = ctx->agg;
     eng_apart_t *ap = &a->parts[i];
-    void *out = (char *)a->out + ap->part->shard_off;
+    void *out = (char *)a->out + ap->part->held_off;
     if (!a->restored)
         memcpy(out, eng_slot(a, l, ap, 0), ap->part->bytes);
     if (ap->master) /* exact: every 16-bit value is an fp32 one; a restored

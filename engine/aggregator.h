@@ -119,6 +119,9 @@ typedef struct eng_lr_sched {
 struct eng_agg {
     eng_layout_rx_t lrx;
     eng_layout_t *layout;
+    /* shard: its index among the aggregators, and its shard's (checkpoints
+     * and protection: one shard each). Its partitions are those of every
+     * shard it holds (layout.h), numbered as the layout's held_index. */
     uint32_t shard, nparts, npieces;
     eng_apart_t *parts;
     int32_t *piece_local; /* [model pieces]: index in the shard, -1 */

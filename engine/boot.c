@@ -26,6 +26,7 @@ static const eng_cfg_key_t eng_shared_keys[] = {
     ENG_CFG_POLICY,       ENG_CFG_STALENESS,   ENG_CFG_PARTITION_BYTES,
     ENG_CFG_OPTIMIZER,    ENG_CFG_LR,          ENG_CFG_MOMENTUM,
     ENG_CFG_WEIGHT_DECAY, ENG_CFG_MIN_WORKERS, /* aggregator.h: drops */
+    ENG_CFG_SHARDS,
 };
 #define ENG_NSHARED (sizeof(eng_shared_keys) / sizeof(*eng_shared_keys))
 

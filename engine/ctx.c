@@ -109,6 +109,35 @@ static strata_status_t eng_ctx_kernels(strata_ctx_t *ctx)
     return st == STRATA_OK ? agg_init(&params) : st;
 }
 
+/* STRATA_SHARDS: at least one shard per aggregator. Checkpoints and
+ * protection cover one shard per aggregator (its file, its stripes). */
+static strata_status_t eng_ctx_shards(strata_ctx_t *ctx)
+{
+    int64_t s = eng_config_int(ctx->cfg, ENG_CFG_SHARDS);
+    ctx->nshards = (uint32_t)(s ? s : ctx->naggs);
+    if (s == 0)
+        return STRATA_OK;
+    if (s < ctx->naggs) {
+        util_error("STRATA_SHARDS=%lld is fewer than the %d aggregators "
+                   "(STRATA_NUM_AGGREGATORS): each holds at least one shard",
+                   (long long)s, ctx->naggs);
+        return STRATA_ERR_CONFIG;
+    }
+    const char *other = NULL;
+    if (s != ctx->naggs && eng_config_int(ctx->cfg, ENG_CFG_PROTECT_EVERY))
+        other = "STRATA_PROTECT_EVERY";
+    if (s != ctx->naggs && eng_config_str(ctx->cfg, ENG_CFG_CHECKPOINT_DIR)[0])
+        other = "STRATA_CHECKPOINT_DIR";
+    if (other) {
+        util_error("STRATA_SHARDS=%lld on %d aggregators with %s: checkpoints "
+                   "and protection cover one shard per aggregator (leave "
+                   "STRATA_SHARDS unset or at %d)",
+                   (long long)s, ctx->naggs, other, ctx->naggs);
+        return STRATA_ERR_CONFIG;
+    }
+    return STRATA_OK;
+}
+
 static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
 {
     strata_status_t st = eng_launch_detect(ctx->cfg, &ctx->launch);
@@ -124,7 +153,9 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
     bool agg = eng_launch_is_aggregator(&ctx->launch, ctx->rank);
     ctx->role = agg ? STRATA_ROLE_AGGREGATOR : STRATA_ROLE_WORKER;
     ctx->worker_index = agg ? -1 : ctx->rank - ctx->naggs;
-    st = eng_fd_budget(ctx);
+    st = eng_ctx_shards(ctx);
+    if (st == STRATA_OK)
+        st = eng_fd_budget(ctx);
     if (st == STRATA_OK)
         st = eng_live_create(ctx);
     if (st != STRATA_OK)

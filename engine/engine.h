@@ -206,6 +206,7 @@ struct strata_ctx {
     eng_launch_t launch;
     strata_role_t role;
     int rank, size, nworkers, naggs;
+    uint32_t nshards; /* the model's: STRATA_SHARDS, or one per aggregator */
     _Atomic int local_rank;
     int worker_index; /* -1 for aggregators */
     int timeout_ms;

@@ -3,8 +3,9 @@
  * aggregator's model write each end with one; it says what landed:
  *   bits 31..29  kind (ENG_IMM_*)
  *   bits 28..22  the clock, modulo 128 (checked against the expected one)
- *   bits 21..0   the partition: its index in the shard for writes into an
- *                aggregator, its index in the model for writes into a worker
+ *   bits 21..0   the partition: its index among the aggregator's (held_index,
+ *                layout.h) for writes into an aggregator, its index in the
+ *                model for writes into a worker
  */
 #ifndef STRATA_ENGINE_IMM_H
 #define STRATA_ENGINE_IMM_H

@@ -237,7 +237,8 @@ strata_status_t eng_layout_adopt(eng_tensor_desc_t *tensors, uint32_t ntensors,
     for (uint32_t k = 0; k < l->npieces; k++)
         if (l->tensor_npieces[l->pieces[k].tensor]++ == 0)
             l->tensor_first_piece[l->pieces[k].tensor] = k;
-    if (eng_layout_shard(l) != STRATA_OK)
+    if (eng_layout_shard(l) != STRATA_OK ||
+        eng_layout_hold(l, nshards) != STRATA_OK)
         goto nomem;
     *layout_out = l;
     return STRATA_OK;
@@ -262,10 +263,67 @@ strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
                             layout_out);
 }
 
+static void eng_layout_unhold(eng_layout_t *l)
+{
+    for (uint32_t h = 0; l->held_parts && h < l->nholders; h++)
+        util_free(l->held_parts[h]);
+    util_free(l->held_parts);
+    util_free(l->held_nparts);
+    util_free(l->held_bytes);
+    l->held_parts = NULL;
+    l->held_nparts = NULL;
+    l->held_bytes = NULL;
+    l->nholders = l->holders_used = 0;
+}
+
+strata_status_t eng_layout_hold(eng_layout_t *l, uint32_t nholders)
+{
+    if (nholders == 0 || nholders > l->nshards) {
+        util_error("cannot hold %u shards on %u aggregators", l->nshards,
+                   nholders);
+        return STRATA_ERR_INVALID;
+    }
+    eng_layout_unhold(l);
+    l->nholders = nholders;
+    l->held_bytes = util_calloc(nholders, sizeof(uint64_t));
+    l->held_nparts = util_calloc(nholders, sizeof(uint32_t));
+    l->held_parts = util_calloc(nholders, sizeof(uint32_t *));
+    if (!l->held_bytes || !l->held_nparts || !l->held_parts)
+        goto nomem;
+    for (uint32_t s = 0; s < l->nshards; s++)
+        l->held_nparts[s % nholders] += l->shard_nparts[s];
+    for (uint32_t h = 0; h < nholders; h++) {
+        l->held_parts[h] =
+            util_malloc(sizeof(uint32_t) * (l->held_nparts[h] + 1));
+        if (!l->held_parts[h])
+            goto nomem;
+        l->holders_used += l->held_nparts[h] > 0;
+        l->held_nparts[h] = 0;
+    }
+    for (uint32_t s = 0; s < l->nshards; s++) {
+        uint32_t h = s % nholders;
+        for (uint32_t i = 0; i < l->shard_nparts[s]; i++) {
+            eng_partition_t *p = &l->parts[l->shard_parts[s][i]];
+            p->holder = h;
+            p->held_index = l->held_nparts[h]++;
+            p->held_off = l->held_bytes[h];
+            l->held_parts[h][p->held_index] = l->shard_parts[s][i];
+            l->held_bytes[h] += p->bytes;
+        }
+    }
+    return STRATA_OK;
+nomem:
+    util_error("out of memory holding %u shards on %u aggregators", l->nshards,
+               nholders);
+    eng_layout_unhold(l);
+    return STRATA_ERR_NOMEM;
+}
+
 void eng_layout_free(eng_layout_t *l)
 {
     if (!l)
         return;
+    eng_layout_unhold(l);
     for (uint32_t s = 0; l->shard_parts && s < l->nshards; s++)
         util_free(l->shard_parts[s]);
     util_free(l->shard_parts);

@@ -9,6 +9,13 @@
  *
  * A partition is a contiguous array of elements on its shard; on a worker it
  * is made of pieces, each a byte range of one tensor.
+ *
+ * Shards are held by aggregators (eng_layout_hold): by default one each, or
+ * (STRATA_SHARDS) shard s by aggregator s mod the aggregators. An
+ * aggregator's partitions are those of its shards, one shard after the
+ * other: the receive slots, the model and the immediates towards it are
+ * numbered by them (held_index, held_off), so one shard per aggregator
+ * numbers them as its shard does.
  */
 #ifndef STRATA_ENGINE_LAYOUT_H
 #define STRATA_ENGINE_LAYOUT_H
@@ -47,6 +54,9 @@ typedef struct eng_partition {
     uint32_t shard;
     uint32_t shard_index; /* position among the partitions of its shard */
     uint64_t shard_off;   /* bytes before it in its shard's arrays */
+    uint32_t holder;      /* the aggregator holding its shard */
+    uint32_t held_index;  /* position among the holder's partitions */
+    uint64_t held_off;    /* bytes before it in the holder's arrays */
     uint32_t first_piece, npieces;
 } eng_partition_t;
 
@@ -62,6 +72,11 @@ typedef struct eng_layout {
     uint64_t *shard_bytes;  /* [nshards] */
     uint32_t *shard_nparts; /* [nshards] */
     uint32_t **shard_parts; /* [nshards][shard_nparts]: partition indices */
+    uint32_t nholders;      /* aggregators holding the shards */
+    uint32_t holders_used;  /* ... that hold a partition */
+    uint64_t *held_bytes;   /* [nholders] */
+    uint32_t *held_nparts;  /* [nholders] */
+    uint32_t **held_parts;  /* [nholders][held_nparts]: partition indices */
     uint64_t partition_bytes;
     uint64_t hash;
 } eng_layout_t;
@@ -102,7 +117,8 @@ uint64_t eng_layout_auto_partition(const eng_tensor_desc_t *tensors,
                                    uint32_t ntensors, uint32_t nshards,
                                    bool spans_hosts);
 
-/* Lay out ntensors (copied) for nshards shards. */
+/* Lay out ntensors (copied) for nshards shards, each held by an aggregator
+ * of its own (eng_layout_hold with nshards). */
 strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
                                  uint32_t ntensors, uint64_t partition_bytes,
                                  uint32_t nshards, eng_layout_t **layout_out);
@@ -114,6 +130,10 @@ strata_status_t eng_layout_adopt(eng_tensor_desc_t *tensors, uint32_t ntensors,
                                  uint64_t partition_bytes, uint32_t nshards,
                                  eng_layout_t **layout_out);
 void eng_layout_free(eng_layout_t *layout);
+
+/* Shard s held by aggregator s mod nholders (1 <= nholders <= nshards),
+ * its partitions after those of the holder's lower shards. */
+strata_status_t eng_layout_hold(eng_layout_t *layout, uint32_t nholders);
 
 /* Compare the tensors of rank `rank` with the reference (rank `ref_rank`).
  * Returns 0 when they match; otherwise writes one sentence naming the first

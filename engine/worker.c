@@ -93,7 +93,7 @@ static strata_status_t eng_link_connect(strata_ctx_t *ctx, int a,
     const eng_agg_info_t *info = &ctx->roster->aggs[a];
     eng_link_t *l = &w->links[a];
     l->prov = eng_prov_index(name);
-    l->shard = (uint32_t)a;
+    l->agg = (uint32_t)a;
     l->peer = (eng_peer_t){
         .ops = &eng_link_ops, .q = &ctx->msgs, .rank = a, .owner = l};
     if (l->prov < 0 || !info->addr[l->prov][0]) {
@@ -224,9 +224,9 @@ static strata_status_t eng_post_topk(strata_ctx_t *ctx, eng_link_t *l,
     const eng_layout_t *lay = ctx->worker->layout;
     const eng_partition_t *part = &lay->parts[e->part];
     uint64_t dst_off =
-        (uint64_t)(e->clock & 1) * lay->shard_bytes[l->shard] + part->shard_off;
+        (uint64_t)(e->clock & 1) * lay->held_bytes[l->agg] + part->held_off;
     uint32_t imm = eng_imm(e->topk.sparse ? ENG_IMM_SPARSE : ENG_IMM_GRAD,
-                           e->clock, part->shard_index);
+                           e->clock, part->held_index);
     strata_status_t st = tp_write(
         l->peer.ep, eng_topk_push_mr(ctx->worker->topk, l->prov), e->topk.off,
         &l->slots, dst_off, e->topk.len, imm, TP_WRITE_IMM,
@@ -242,7 +242,7 @@ static bool eng_post_in_place(const strata_ctx_t *ctx, const eng_link_t *l,
                               const eng_post_t *e)
 {
     return e->kind == ENG_OP_GRAD && l->in_place &&
-           l->in_place[ctx->worker->layout->parts[e->part].shard_index];
+           l->in_place[ctx->worker->layout->parts[e->part].held_index];
 }
 
 /* A push read in place: a zero-length write, its immediate all it says.
@@ -254,11 +254,11 @@ static strata_status_t eng_post_notice(strata_ctx_t *ctx, eng_link_t *l,
     const eng_partition_t *part = &lay->parts[e->part];
     const eng_piece_t *pc = &lay->pieces[part->first_piece];
     uint64_t dst_off =
-        (uint64_t)(e->clock & 1) * lay->shard_bytes[l->shard] + part->shard_off;
+        (uint64_t)(e->clock & 1) * lay->held_bytes[l->agg] + part->held_off;
     strata_status_t st = tp_write(
         l->peer.ep, ctx->worker->tensors[pc->tensor].reg[l->prov].grad, 0,
         &l->slots, dst_off, 0,
-        eng_imm(ENG_IMM_GRAD, e->clock, part->shard_index), TP_WRITE_IMM,
+        eng_imm(ENG_IMM_GRAD, e->clock, part->held_index), TP_WRITE_IMM,
         (void *)(uintptr_t)(ENG_OP_TOPK | (e->clock & 1 ? ENG_OP_ODD : 0)));
     if (st == STRATA_OK) {
         atomic_fetch_add_explicit(&ctx->cnt.in_place_pushes, 1,
@@ -283,8 +283,8 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
     eng_wtensor_t *t = &w->tensors[pc->tensor];
     const eng_treg_t *r = &t->reg[l->prov];
     bool last = k + 1 == part->npieces;
-    uint64_t dst_off = (uint64_t)(e->clock & 1) * lay->shard_bytes[l->shard] +
-                       part->shard_off + pc->part_off;
+    uint64_t dst_off = (uint64_t)(e->clock & 1) * lay->held_bytes[l->agg] +
+                       part->held_off + pc->part_off;
     tp_mr_t *src = e->kind == ENG_OP_GRAD ? r->grad : r->src;
     uint64_t src_off = e->kind == ENG_OP_GRAD ? 0 : r->src_off;
     uintptr_t op = e->kind;
@@ -292,7 +292,7 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
         op |= (uintptr_t)t->push_req[e->clock & 1] |
               (e->clock & 1 ? ENG_OP_ODD : 0);
     uint32_t imm = eng_imm(e->kind == ENG_OP_GRAD ? ENG_IMM_GRAD : ENG_IMM_INIT,
-                           e->clock, part->shard_index);
+                           e->clock, part->held_index);
     strata_status_t st =
         tp_write(l->peer.ep, src, src_off + pc->tensor_off, &l->slots, dst_off,
                  pc->len, imm, last ? TP_WRITE_IMM : 0, (void *)op);
@@ -398,7 +398,7 @@ strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m)
 
 static eng_link_t *eng_link_of(eng_worker_t *w, uint32_t part)
 {
-    return &w->links[w->layout->parts[part].shard];
+    return &w->links[w->layout->parts[part].holder];
 }
 
 /* A piece of a push request is done with its gradient buffer. */
@@ -444,7 +444,7 @@ static void eng_push_topk(strata_ctx_t *ctx, uint32_t p, int64_t c)
 static void eng_push_part(eng_worker_t *w, uint32_t p, int64_t c)
 {
     eng_link_t *l = eng_link_of(w, p);
-    uint32_t si = w->layout->parts[p].shard_index;
+    uint32_t si = w->layout->parts[p].held_index;
     eng_link_enqueue(l, p, ENG_OP_GRAD, c);
     if (l->in_place && l->in_place[si]) {
         l->zc_queued[si] = c;
@@ -463,7 +463,7 @@ static void eng_worker_on_consumed(strata_ctx_t *ctx, eng_link_t *l,
     const eng_layout_t *lay = w->layout;
     uint32_t si = eng_get_u32(r);
     int64_t c = eng_get_i64(r);
-    if (!eng_rbuf_ok(r) || !l->in_place || si >= lay->shard_nparts[l->shard] ||
+    if (!eng_rbuf_ok(r) || !l->in_place || si >= lay->held_nparts[l->agg] ||
         !l->in_place[si] || c != l->zc_consumed[si] + 1 ||
         c > l->zc_queued[si]) {
         eng_fail_tell(ctx, STRATA_ERR_PROTO,
@@ -473,7 +473,7 @@ static void eng_worker_on_consumed(strata_ctx_t *ctx, eng_link_t *l,
         return;
     }
     l->zc_consumed[si] = c;
-    const eng_partition_t *part = &lay->parts[lay->shard_parts[l->shard][si]];
+    const eng_partition_t *part = &lay->parts[lay->held_parts[l->agg][si]];
     for (uint32_t k = 0; k < part->npieces; k++) {
         const eng_piece_t *pc = &lay->pieces[part->first_piece + k];
         eng_piece_done(ctx, w->tensors[pc->tensor].push_req[c & 1], STRATA_OK);
@@ -590,7 +590,7 @@ static void eng_worker_announce(strata_ctx_t *ctx)
     eng_worker_t *w = ctx->worker;
     /* A push to one aggregator is announced by its last write there
      * (eng_agg_landed). */
-    if (w->layout->shards_used == 1)
+    if (w->layout->holders_used == 1)
         return;
     while (!w->write_failed && w->announced + 1 < w->clock &&
            w->unlanded[(w->announced + 1) & 1] == 0) {
@@ -638,7 +638,7 @@ static void eng_unstage(strata_ctx_t *ctx, eng_link_t *l,
         if (t->reg[l->prov].param)
             continue;
         memcpy((char *)t->param + pc->tensor_off,
-               (char *)l->stage + part->shard_off + pc->part_off, pc->len);
+               (char *)l->stage + part->held_off + pc->part_off, pc->len);
         atomic_fetch_add_explicit(&ctx->cnt.staging_copies, 1,
                                   memory_order_relaxed);
         atomic_fetch_add_explicit(&ctx->cnt.staging_bytes, pc->len,
@@ -683,7 +683,7 @@ static void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
     eng_link_t *l = peer->owner;
     uint32_t p = eng_imm_part(imm);
     if (eng_imm_kind(imm) != ENG_IMM_MODEL || !w->layout ||
-        p >= w->layout->nparts || w->layout->parts[p].shard != l->shard ||
+        p >= w->layout->nparts || w->layout->parts[p].holder != l->agg ||
         !eng_imm_clock_is(imm, w->pulled[p] + 1)) {
         eng_fail_tell(ctx, STRATA_ERR_PROTO,
                       "unexpected write (immediate 0x%08x, %u bytes) from %s",

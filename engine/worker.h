@@ -90,7 +90,7 @@ typedef struct eng_post {
 typedef struct eng_link {
     eng_peer_t peer;
     int prov;
-    uint32_t shard;
+    uint32_t agg; /* its aggregator: the partitions it holds go here */
     tp_rdesc_t slots;
     bool have_slots;
     bool slots_early; /* a rejoiner's SLOTS, before its layout */
@@ -102,9 +102,9 @@ typedef struct eng_link {
     eng_post_t *q;
     uint32_t qcap, qhead, qlen, qpiece; /* qpiece: next piece of the head */
     /* Zero copy (STRATA_ZERO_COPY, a provider with TP_CAP_PEER_MAP): per
-     * partition of the shard (its shard_index), whether the aggregator reads
-     * its gradients in place (GRADS), then the clock of its last push queued
-     * and of the last one the aggregator consumed; NULL: none is. */
+     * partition the aggregator holds (its held_index), whether the aggregator
+     * reads its gradients in place (GRADS), then the clock of its last push
+     * queued and of the last one the aggregator consumed; NULL: none is. */
     bool *in_place;
     int64_t *zc_queued, *zc_consumed;
 } eng_link_t;

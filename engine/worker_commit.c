@@ -73,7 +73,7 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
 {
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
-    l->qcap = 3 * lay->shard_nparts[l->shard] + 1;
+    l->qcap = 3 * lay->held_nparts[l->agg] + 1;
     l->q = util_calloc(l->qcap, sizeof(*l->q));
     l->tdesc = util_calloc(w->ntensors, sizeof(*l->tdesc));
     if (!l->q || !l->tdesc)
@@ -93,10 +93,10 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
         if (st != STRATA_OK)
             return st;
     }
-    if (!staged || lay->shard_bytes[l->shard] == 0)
+    if (!staged || lay->held_bytes[l->agg] == 0)
         return STRATA_OK;
     strata_status_t st =
-        tp_mem_alloc(l->peer.tp, lay->shard_bytes[l->shard],
+        tp_mem_alloc(l->peer.tp, lay->held_bytes[l->agg],
                      TP_ACCESS_REMOTE_WRITE, &l->stage, &l->stage_mr);
     return st == STRATA_OK
                ? tp_mr_export(l->stage_mr, l->peer.ep, &l->stage_desc)
@@ -129,11 +129,13 @@ strata_status_t eng_commit_start(strata_ctx_t *ctx)
     uint64_t pbytes =
         (uint64_t)eng_config_int(ctx->cfg, ENG_CFG_PARTITION_BYTES);
     if (pbytes == 0) /* auto: every worker was told the same spans_hosts */
-        pbytes = eng_layout_auto_partition(
-            descs, w->ntensors, (uint32_t)ctx->naggs, ctx->spans_hosts);
+        pbytes = eng_layout_auto_partition(descs, w->ntensors, ctx->nshards,
+                                           ctx->spans_hosts);
     atomic_store(&ctx->partition_bytes, pbytes);
-    strata_status_t st = eng_layout_adopt(descs, w->ntensors, pbytes,
-                                          (uint32_t)ctx->naggs, &w->layout);
+    strata_status_t st =
+        eng_layout_adopt(descs, w->ntensors, pbytes, ctx->nshards, &w->layout);
+    if (st == STRATA_OK)
+        st = eng_layout_hold(w->layout, (uint32_t)ctx->naggs);
     if (st != STRATA_OK)
         return st;
     const eng_layout_t *lay = w->layout;
@@ -221,13 +223,13 @@ static bool eng_part_in_place(const eng_worker_t *w, const eng_link_t *l,
 }
 
 /* Zero copy: which of the aggregator's partitions it reads in place here
- * (GRADS: the shard's index of each, the block it lies in, exported to the
+ * (GRADS: the aggregator's index of each, the block it lies in, exported to the
  * aggregator, and where in it). */
 static strata_status_t eng_send_grads(strata_ctx_t *ctx, eng_link_t *l)
 {
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
-    uint32_t n = lay->shard_nparts[l->shard];
+    uint32_t n = lay->held_nparts[l->agg];
     if (!eng_config_int(ctx->cfg, ENG_CFG_ZERO_COPY) || n == 0 ||
         !(tp_caps(l->peer.tp) & TP_CAP_PEER_MAP))
         return STRATA_OK;
@@ -245,7 +247,7 @@ static strata_status_t eng_send_grads(strata_ctx_t *ctx, eng_link_t *l)
         eng_block_t *b;
         uint64_t off;
         tp_rdesc_t d;
-        if (!eng_part_in_place(w, l, lay->shard_parts[l->shard][i], &b, &off))
+        if (!eng_part_in_place(w, l, lay->held_parts[l->agg][i], &b, &off))
             continue;
         st = tp_mr_export(b->mr[l->prov], l->peer.ep, &d);
         if (st != STRATA_OK)
@@ -275,10 +277,8 @@ static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS);
     strata_status_t st = STRATA_OK;
-    for (uint32_t i = 0; st == STRATA_OK && i < lay->shard_nparts[l->shard];
-         i++) {
-        const eng_partition_t *part =
-            &lay->parts[lay->shard_parts[l->shard][i]];
+    for (uint32_t i = 0; st == STRATA_OK && i < lay->held_nparts[l->agg]; i++) {
+        const eng_partition_t *part = &lay->parts[lay->held_parts[l->agg][i]];
         for (uint32_t k = 0; st == STRATA_OK && k < part->npieces; k++) {
             uint32_t pc = part->first_piece + k;
             const eng_piece_t *piece = &lay->pieces[pc];
@@ -286,7 +286,7 @@ static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
             const tp_rdesc_t *d =
                 r->param ? &l->tdesc[piece->tensor] : &l->stage_desc;
             uint64_t off = r->param ? r->param_off + piece->tensor_off
-                                    : part->shard_off + piece->part_off;
+                                    : part->held_off + piece->part_off;
             if (eng_wbuf_room(&m) < 36) {
                 st = eng_send(&l->peer, &m, NULL);
                 eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS);
@@ -311,11 +311,12 @@ static void eng_take_slots(strata_ctx_t *ctx, eng_link_t *l)
 {
     eng_worker_t *w = ctx->worker;
     const char *who = eng_peer_name(&l->peer);
-    if (l->slots.len < 2 * w->layout->shard_bytes[l->shard]) {
-        eng_fail_tell(ctx, STRATA_ERR_PROTO,
-                      "SLOTS of %llu bytes from %s, for a shard of %llu",
-                      (unsigned long long)l->slots.len, who,
-                      (unsigned long long)w->layout->shard_bytes[l->shard]);
+    if (l->slots.len < 2 * w->layout->held_bytes[l->agg]) {
+        eng_fail_tell(
+            ctx, STRATA_ERR_PROTO,
+            "SLOTS of %llu bytes from %s, for partitions of %llu bytes",
+            (unsigned long long)l->slots.len, who,
+            (unsigned long long)w->layout->held_bytes[l->agg]);
         return;
     }
     l->slots_early = false;
@@ -328,9 +329,9 @@ static void eng_take_slots(strata_ctx_t *ctx, eng_link_t *l)
         return;
     }
     if (eng_worker_gives_model(ctx))
-        for (uint32_t i = 0; i < w->layout->shard_nparts[l->shard]; i++)
-            eng_link_enqueue(l, w->layout->shard_parts[l->shard][i],
-                             ENG_OP_INIT, 0);
+        for (uint32_t i = 0; i < w->layout->held_nparts[l->agg]; i++)
+            eng_link_enqueue(l, w->layout->held_parts[l->agg][i], ENG_OP_INIT,
+                             0);
     eng_link_post(ctx, l);
     eng_commit_check(ctx);
 }

@@ -72,10 +72,9 @@ static bool eng_block_read_in_place(const eng_worker_t *w, const eng_block_t *b,
     const eng_layout_t *lay = w->layout;
     for (int a = 0; lay && !w->left && a < naggs; a++) {
         const eng_link_t *l = &w->links[a];
-        for (uint32_t i = 0; l->in_place && i < lay->shard_nparts[l->shard];
-             i++) {
+        for (uint32_t i = 0; l->in_place && i < lay->held_nparts[l->agg]; i++) {
             const eng_piece_t *pc =
-                &lay->pieces[lay->parts[lay->shard_parts[l->shard][i]]
+                &lay->pieces[lay->parts[lay->held_parts[l->agg][i]]
                                  .first_piece];
             const char *g = (const char *)w->tensors[pc->tensor].grad;
             if (l->in_place[i] && g >= (const char *)b->addr &&

@@ -144,6 +144,68 @@ static void more_shards_than_partitions(void **state)
     eng_layout_free(l);
 }
 
+/* By default every shard is its own aggregator's, numbered as in it. */
+static void one_shard_per_holder_by_default(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {desc("w", STRATA_FP32, 10 * 1024 + 7)};
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 1, 4096, 3, &l), STRATA_OK);
+    assert_int_equal(l->nholders, 3);
+    assert_int_equal(l->holders_used, 3);
+    for (uint32_t s = 0; s < 3; s++) {
+        assert_int_equal(l->held_bytes[s], l->shard_bytes[s]);
+        assert_int_equal(l->held_nparts[s], l->shard_nparts[s]);
+    }
+    for (uint32_t i = 0; i < l->nparts; i++) {
+        const eng_partition_t *p = &l->parts[i];
+        assert_int_equal(p->holder, p->shard);
+        assert_int_equal(p->held_index, p->shard_index);
+        assert_int_equal(p->held_off, p->shard_off);
+    }
+    eng_layout_free(l);
+}
+
+/* STRATA_SHARDS: 5 shards on 2 aggregators, shard s on s mod 2; each
+ * holds its shards' partitions one shard after the other, contiguous. */
+static void shards_held_round_robin(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {desc("w", STRATA_FP32, 11 * 1024 + 7)};
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 1, 4096, 5, &l), STRATA_OK);
+    assert_int_equal(eng_layout_hold(l, 2), STRATA_OK);
+    assert_int_equal(l->holders_used, 2);
+    assert_int_equal(l->held_nparts[0], l->shard_nparts[0] +
+                                            l->shard_nparts[2] +
+                                            l->shard_nparts[4]);
+    assert_int_equal(l->held_nparts[1],
+                     l->shard_nparts[1] + l->shard_nparts[3]);
+    assert_int_equal(l->held_bytes[0] + l->held_bytes[1], (11 * 1024 + 7) * 4);
+    for (uint32_t h = 0; h < 2; h++) {
+        uint64_t off = 0;
+        uint32_t last_shard = 0;
+        for (uint32_t i = 0; i < l->held_nparts[h]; i++) {
+            const eng_partition_t *p = &l->parts[l->held_parts[h][i]];
+            assert_int_equal(p->holder, h);
+            assert_int_equal(p->shard % 2, h);
+            assert_int_equal(p->held_index, i);
+            assert_int_equal(p->held_off, off);
+            assert_true(p->shard >= last_shard); /* shard after shard */
+            last_shard = p->shard;
+            off += p->bytes;
+        }
+        assert_int_equal(off, l->held_bytes[h]);
+    }
+    /* Held again, by one aggregator: everything on it, renumbered. */
+    assert_int_equal(eng_layout_hold(l, 1), STRATA_OK);
+    assert_int_equal(l->holders_used, 1);
+    assert_int_equal(l->held_nparts[0], l->nparts);
+    assert_int_equal(eng_layout_hold(l, 6), STRATA_ERR_INVALID);
+    assert_int_equal(eng_layout_hold(l, 0), STRATA_ERR_INVALID);
+    eng_layout_free(l);
+}
+
 /* The engine's partition size: the model in 2 per shard, whole cache lines,
  * within [64K, 4M]; between the bounds every shard holds two partitions.
  * Across hosts the ceiling is 1M. */
@@ -277,6 +339,8 @@ int main(void)
         cmocka_unit_test(partition_size_rounds_to_elements),
         cmocka_unit_test(shards_balance_bytes),
         cmocka_unit_test(more_shards_than_partitions),
+        cmocka_unit_test(one_shard_per_holder_by_default),
+        cmocka_unit_test(shards_held_round_robin),
         cmocka_unit_test(auto_partition_follows_model_and_shards),
         cmocka_unit_test(hash_depends_on_everything),
         cmocka_unit_test(mismatch_names_first_difference),
