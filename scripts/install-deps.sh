@@ -20,6 +20,8 @@ packages=(
   iperf3 gnuplot-nox dataset-fashion-mnist hyperfine
   # the Python package's tests, examples and benchmarks (PyTorch)
   python3-torch python3-torchvision python3-pytest
+  # the Slurm harness (tests/multihost/slurm starts its own daemons)
+  slurmctld slurmd slurm-client munge
   # scripts/fresh-machine-check.sh
   debootstrap
 )
@@ -43,6 +45,17 @@ if [ "$(id -u)" -ne 0 ]; then
   sudo=(sudo)
 fi
 echo "install-deps: installing ${missing[*]}"
+# No package may start a service while installing (munge, slurmctld and
+# slurmd would): the Slurm harness starts its own daemons, in the emulated
+# hosts, with its own key and configuration. A policy-rc.d that answers 101
+# ("action forbidden") stops invoke-rc.d and deb-systemd-invoke; one that
+# is already there (containers have one) is left alone.
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+  printf '#!/bin/sh\n# install-deps.sh: no service starts while installing\nexit 101\n' |
+    "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null
+  "${sudo[@]}" chmod 755 /usr/sbin/policy-rc.d
+  trap '"${sudo[@]}" rm -f /usr/sbin/policy-rc.d' EXIT
+fi
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
