@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # fresh-machine-check: run README.md's two set-up commands, exactly as
 # written there, on a freshly installed Debian 12 made for the purpose, and
-# fail unless both succeed.
+# fail unless both succeed and the installation leaves no daemon running.
 #
 #   scripts/fresh-machine-check.sh        (as root)
 #
@@ -106,26 +106,37 @@ mounts_under() {
         /proc/mounts | sort -r
 }
 
+# The processes whose root is the root, one pid a line.
+root_pids() {
+    local p
+    for p in /proc/[0-9]*; do
+        [ "$(readlink "$p/root" 2>/dev/null)" != "$root" ] || echo "${p#/proc/}"
+    done
+}
+
+alive() {
+    local p
+    for p; do kill -0 "$p" 2>/dev/null && return 0; done
+    return 1
+}
+
+# Stop processes $@: TERM, then KILL those still there after 10 s.
+stop_pids() {
+    [ $# -gt 0 ] || return 0
+    kill -TERM "$@" 2>/dev/null || true
+    for _ in $(seq 10); do
+        alive "$@" || return 0
+        sleep 1
+    done
+    kill -KILL "$@" 2>/dev/null || true
+}
+
 # Stop what still runs in the root (a test's leftover process), then
 # unmount everything under it.
 release_root() {
-    local p pids=() m
-    alive() {
-        local p
-        for p; do kill -0 "$p" 2>/dev/null && return 0; done
-        return 1
-    }
-    for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/root" 2>/dev/null)" != "$root" ] || pids+=("${p#/proc/}")
-    done
-    if [ ${#pids[@]} -gt 0 ]; then
-        kill -TERM "${pids[@]}" 2>/dev/null || true
-        for _ in $(seq 10); do
-            alive "${pids[@]}" || break
-            sleep 1
-        done
-        kill -KILL "${pids[@]}" 2>/dev/null || true
-    fi
+    local m
+    # shellcheck disable=SC2046 # one pid a word
+    stop_pids $(root_pids)
     for m in $(mounts_under); do
         umount "$m" 2>/dev/null || umount -l "$m" ||
             echo "fresh-machine-check: cannot unmount $m" >&2
@@ -214,9 +225,35 @@ mount -t tmpfs -o mode=755 tmpfs "$root/run"
 install -d -m 1777 "$root/run/lock" # /var/lock points there; boot makes it
 mount --bind "$work/debs" "$root/var/cache/apt/archives"
 
+# What a command started ends with it: a process still running in the root
+# 10 s after it ended is named and stopped, so that the next command starts
+# clean. After the main command, which installs the packages, that is a
+# daemon a package started (munged, slurmctld, slurmd: install-deps.sh
+# forbids it), and a failure.
+left_running() {
+    local name=$1 pids t p
+    for ((t = 0; t < 20; t++)); do
+        pids=$(root_pids)
+        [ -n "$pids" ] || return 0
+        sleep 0.5
+    done
+    echo "fresh-machine-check: the README $name command left processes" \
+        "running in the root:" >&2
+    for p in $pids; do
+        echo "  $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null)" >&2
+    done
+    # shellcheck disable=SC2086 # one pid a word
+    stop_pids $pids
+    return 1
+}
+
 failed=()
 run_readme_command main || failed+=(main)
+left_running main || failed+=("main (left processes running)")
 run_readme_command test || failed+=(test)
+# Named, not yet failed: no run has shown what tests leave here (the
+# Slurm daemons, munged, VMs, mpirun's daemons end with their tests).
+left_running test || true
 
 step "summary"
 grep -E -e '^[0-9]+% tests passed' -e '^Total Test time' "$logs/test.log" || true
