@@ -106,12 +106,13 @@ mounts_under() {
         /proc/mounts | sort -r
 }
 
-# The processes whose root is the root, one pid a line.
+# The processes whose root is the root, one pid a line. One find, not a
+# readlink per process: that took 20-45 s at load 23.
 root_pids() {
-    local p
-    for p in /proc/[0-9]*; do
-        [ "$(readlink "$p/root" 2>/dev/null)" != "$root" ] || echo "${p#/proc/}"
-    done
+    # A process that ends meanwhile is an error to find.
+    { find /proc -mindepth 2 -maxdepth 2 -name root -lname "$root" \
+        -printf '%h\n' 2>/dev/null || true; } |
+        sed -n 's|^/proc/\([0-9][0-9]*\)$|\1|p'
 }
 
 alive() {
