@@ -13,7 +13,9 @@
  *   K  the group clock from which one fewer worker is live (the gradient
  *      scale): B, or past every clock reached anywhere if that is later, so
  *      that no aggregator reduced a clock from K on with the old count and
- *      every one reduces them with the new.
+ *      every one reduces them with the new (under gssp, also past the
+ *      group clock of its last counted push, which every aggregator maps
+ *      alike).
  * Every aggregator thus applies the same pushes with the same scale, and
  * the rounds in flight complete with the workers left.
  */
@@ -98,6 +100,15 @@ static strata_status_t eng_on_drop_ask(strata_ctx_t *ctx, eng_rbuf_t *r)
     return eng_send(&ctx->coord_peer, &m, NULL);
 }
 
+int64_t eng_agg_shrink_clock(const eng_agg_t *a, uint32_t w, int64_t until,
+                             int64_t from)
+{
+    const eng_segment_t *s = eng_members_segment(
+        a->members, w,
+        eng_members_find(a->members, w, until > 0 ? until - 1 : 0));
+    return until + s->offset > from ? until + s->offset : from;
+}
+
 static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
@@ -107,6 +118,7 @@ static strata_status_t eng_on_drop(strata_ctx_t *ctx, eng_rbuf_t *r)
         a->held == 0)
         return STRATA_ERR_PROTO;
     a->held--;
+    from = eng_agg_shrink_clock(a, w, until, from);
     strata_status_t st = eng_agg_live_note(a, from, false);
     if (st != STRATA_OK)
         return st;

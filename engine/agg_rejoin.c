@@ -18,6 +18,21 @@
  * Each worker has one such gap: while a partition here still waits to take
  * it back, REJOIN_AT says so (lags) and the coordinator answers REJOIN with
  * J = 0, "not now", and asks again later.
+ *
+ * Under gssp the worker comes back in its membership segment (its group
+ * and clock offset, engine/members.h), which no regroup changed while it
+ * was out: its clock J is its group's clock J + offset. Groups' clocks run
+ * apart, so "reached" is its group's: the newest clock of that group any
+ * tracker reached, any member's tracker clock in it, any member's segment
+ * start in it, and the trackers' minimum (the tracker takes nobody below
+ * it). A rejoin waits (lags) while a partition still has a regroup's move
+ * to make or the worker's old pushes to apply, so the tracker takes it
+ * back at once, while reductions are held. The live count (the gradient
+ * scale) is one per clock for every group, so one more worker is live
+ * from past every clock reached in any group and from the clock its drop
+ * took one off, and from J + offset: no aggregator reduced such a clock
+ * with the count before, none counts it twice. Its own first clocks may
+ * so still be scaled as without it while its group catches up.
  */
 #include "engine/aggregator.h"
 #include "util/alloc.h"
@@ -51,29 +66,79 @@ bool eng_agg_rejoin_early(strata_ctx_t *ctx, eng_wlink_t *l, int w)
     return true;
 }
 
+/* Worker w's membership segment now (the one it comes back in). */
+static const eng_segment_t *eng_rejoin_segment(const eng_agg_t *a, uint32_t w)
+{
+    return eng_members_current(a->members, w);
+}
+
 strata_status_t eng_agg_rejoin_part(strata_ctx_t *ctx, eng_apart_t *ap,
                                     uint32_t w)
 {
     eng_agg_t *a = ctx->agg;
+    const eng_segment_t *s = eng_rejoin_segment(a, w);
     ap->rejoin[w] = false;
     ap->retired[w] = false;
     /* Every clock before J is done for it here: its counted pushes are
      * applied, the gap's never count. Dropped again before it pushed, it
      * retires at once. */
     ap->applied[w] = a->gap_hi[w] - 1;
-    return eng_tracker_rejoin_worker(
-        ap->tracker, w, eng_tracker_group_of(ap->tracker, w), a->gap_hi[w]);
+    return eng_tracker_rejoin_worker(ap->tracker, w, s->group,
+                                     a->gap_hi[w] + s->offset);
+}
+
+/* gssp: groups' clocks run apart, and regroups move workers. */
+static bool eng_agg_grouped(const strata_ctx_t *ctx)
+{
+    return ctx->policy->ops->agg == &eng_agg_gssp;
 }
 
 /* Whether a partition still waits to take worker w back after its last
  * rejoin (its old process's counted pushes not all applied there): one
- * gap of lost clocks is kept per worker, so the next rejoin waits. */
-static bool eng_agg_rejoin_lags(const eng_agg_t *a, uint32_t w)
+ * gap of lost clocks is kept per worker, so the next rejoin waits. Under
+ * gssp also while a partition has a regroup's tracker move to make or the
+ * old process's pushes to apply (see the top). */
+static bool eng_agg_rejoin_lags(strata_ctx_t *ctx, uint32_t w)
 {
+    const eng_agg_t *a = ctx->agg;
     for (uint32_t i = 0; i < a->nparts; i++)
-        if (a->parts[i].rejoin[w])
+        if (a->parts[i].rejoin[w] ||
+            (eng_agg_grouped(ctx) &&
+             (a->parts[i].moves > 0 || !a->parts[i].retired[w])))
             return true;
     return false;
+}
+
+static void eng_raise(int64_t *v, int64_t to)
+{
+    if (to != ENG_TRACKER_INF && to > *v)
+        *v = to;
+}
+
+/* The newest clock reached that worker w's first clock back must pass, in
+ * its own clocks: under gssp its group's (see the top), else any. */
+static int64_t eng_agg_rejoin_reached(strata_ctx_t *ctx, uint32_t w)
+{
+    eng_agg_t *a = ctx->agg;
+    if (!eng_agg_grouped(ctx))
+        return eng_agg_reached(ctx);
+    const eng_segment_t *s = eng_rejoin_segment(a, w);
+    uint32_t nw = (uint32_t)ctx->nworkers;
+    int64_t reached = 0;
+    for (uint32_t v = 0; v < nw; v++) {
+        const eng_segment_t *sv = eng_members_current(a->members, v);
+        if (sv->group == s->group)
+            eng_raise(&reached, sv->start + sv->offset);
+    }
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        const eng_tracker_t *t = a->parts[i].tracker;
+        eng_raise(&reached, eng_tracker_group_clock(t, s->group));
+        eng_raise(&reached, eng_tracker_min_clock(t));
+        for (uint32_t v = 0; v < nw; v++)
+            if (eng_tracker_group_of(t, v) == s->group)
+                eng_raise(&reached, eng_tracker_worker_clock(t, v));
+    }
+    return reached > s->offset ? reached - s->offset : 0;
 }
 
 static strata_status_t eng_on_rejoin_ask(strata_ctx_t *ctx, eng_rbuf_t *r)
@@ -87,8 +152,9 @@ static strata_status_t eng_on_rejoin_ask(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_REJOIN_AT);
     eng_put_u32(&m, w);
+    eng_put_i64(&m, eng_agg_rejoin_reached(ctx, w));
+    eng_put_u8(&m, eng_agg_rejoin_lags(ctx, w));
     eng_put_i64(&m, eng_agg_reached(ctx));
-    eng_put_u8(&m, eng_agg_rejoin_lags(a, w));
     return eng_send(&ctx->coord_peer, &m, NULL);
 }
 
@@ -118,6 +184,7 @@ static strata_status_t eng_on_rejoin(strata_ctx_t *ctx, eng_rbuf_t *r)
     eng_agg_t *a = ctx->agg;
     uint32_t w = eng_get_u32(r);
     int64_t from = eng_get_i64(r), at = eng_get_i64(r);
+    int64_t live = eng_get_i64(r); /* one more live from at least this */
     if (eng_rbuf_ok(r) && w < (uint32_t)ctx->nworkers && a->dropped[w] &&
         a->held > 0 && at == 0) { /* not now: an aggregator still lags */
         a->held--;
@@ -125,11 +192,13 @@ static strata_status_t eng_on_rejoin(strata_ctx_t *ctx, eng_rbuf_t *r)
         return STRATA_OK;
     }
     if (!eng_rbuf_ok(r) || w >= (uint32_t)ctx->nworkers || !a->dropped[w] ||
-        a->held == 0 || from < 0 || at < from || at < 1 ||
-        from != a->until[w] || eng_agg_rejoin_lags(a, w))
+        a->held == 0 || from < 0 || at < from || at < 1 || live < 0 ||
+        from != a->until[w] || eng_agg_rejoin_lags(ctx, w))
         return STRATA_ERR_PROTO;
     a->held--;
-    strata_status_t st = eng_agg_live_note(a, at, true);
+    int64_t grow = eng_agg_shrink_clock(a, w, from, live);
+    int64_t back = at + eng_rejoin_segment(a, w)->offset;
+    strata_status_t st = eng_agg_live_note(a, back > grow ? back : grow, true);
     if (st != STRATA_OK)
         return st;
     a->gap_lo[w] = from;
@@ -145,9 +214,12 @@ static strata_status_t eng_on_rejoin(strata_ctx_t *ctx, eng_rbuf_t *r)
     if (st != STRATA_OK)
         return st;
     util_info("worker rank %d is back from clock %lld on (its clocks %lld to "
-              "%lld do not count); %u workers live from clock %lld",
+              "%lld do not count) in group %u at its clock %lld; %u workers "
+              "live from clock %lld",
               ctx->naggs + (int)w, (long long)at, (long long)from,
-              (long long)at - 1, eng_agg_live_at(ctx, at), (long long)at);
+              (long long)at - 1, eng_rejoin_segment(a, w)->group,
+              (long long)back, eng_agg_live_at(ctx, back > grow ? back : grow),
+              (long long)(back > grow ? back : grow));
     eng_wlink_t *l = a->early[w];
     a->early[w] = NULL;
     if (l)

@@ -278,6 +278,12 @@ bool eng_agg_landed(strata_ctx_t *ctx, uint32_t w, int64_t c);
 /* A worker's connection broke before it left: the coordinator decides
  * whether the job goes on (DROP) or fails. */
 void eng_agg_lost(strata_ctx_t *ctx, eng_wlink_t *l, const char *why);
+/* The group clock from which worker w, out from its own clock `until`,
+ * is no longer live: the coordinator's `from`, or past the group clock of
+ * its last counted push if that is later (under gssp a group's clocks run
+ * ahead of its members' own by their segment's offset). */
+int64_t eng_agg_shrink_clock(const eng_agg_t *a, uint32_t w, int64_t until,
+                             int64_t from);
 
 /* ---- agg_stage.c ---- */
 

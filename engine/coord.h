@@ -22,13 +22,14 @@ typedef struct eng_member {
     bool dropped;       /* a worker the job goes on without */
     bool drop_queued;   /* ... whose boundary is still to be agreed */
     int64_t drop_at;    /* ... its clocks before this one count, -1 */
+    int64_t drop_from;  /* ... one fewer worker live from this clock */
     char drop_why[320]; /* why it was dropped */
     /* A new process in the place of a dropped worker (coord_rejoin.c):
      * admitted, its clock still to be agreed (queued: not asked yet); the
      * boundary of the one it replaces; lost before it was in (why). */
     bool rejoining, rejoin_queued, rejoin_lost;
     bool rejoin_waited; /* told it waits for a lagging aggregator */
-    int64_t rejoin_from;
+    int64_t rejoin_from, rejoin_shrunk; /* the old one's drop_at, drop_from */
     int pid;
     char host_id[ENG_HOST_ID_MAX];
     eng_agg_info_t info;
@@ -72,7 +73,7 @@ struct eng_coord {
     /* Rejoining, one at a time and never during a drop (coord_rejoin.c):
      * the worker being agreed (-1: none), answers, the newest clock. */
     int joining, join_answers;
-    int64_t join_reached;
+    int64_t join_reached, join_any; /* its group's (gssp), any group's */
     bool join_lags; /* an aggregator still takes it back from before */
     eng_member_t *layout_ref; /* the first worker's, once accepted */
     bool ending;              /* a rank said BYE: nobody rejoins now */
@@ -160,6 +161,12 @@ struct eng_coord_policy {
     /* A worker said BYE, or was dropped (its boundary agreed): it no
      * longer takes part. */
     void (*left)(strata_ctx_t *ctx, eng_member_t *m);
+    /* Whether a rejoin must wait (the policy is changing the workers'
+     * membership); it asks for eng_coord_rejoin_next once it may not. */
+    bool (*holds_rejoin)(strata_ctx_t *ctx);
+    /* A dropped worker's new process is back (its first clock agreed and
+     * its WELCOME sent): it takes part again. */
+    void (*rejoined)(strata_ctx_t *ctx, eng_member_t *m);
 };
 
 static inline const eng_coord_policy_t *eng_coord_policy(strata_ctx_t *ctx)

@@ -150,6 +150,7 @@ void eng_coord_on_drop_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     v->drop_at = c->drop_pushed + 1;
     /* Its last clock still counts it live, where none was reduced yet. */
     int64_t from = v->drop_at > c->drop_reached ? v->drop_at : c->drop_reached;
+    v->drop_from = from;
     unsigned char buf[32];
     eng_wbuf_t msg;
     eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_DROP);

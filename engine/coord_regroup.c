@@ -81,11 +81,13 @@ static void eng_coord_regroup_free(strata_ctx_t *ctx)
     ctx->coord->rg = NULL;
 }
 
-/* A worker still training: neither gone nor dropped. */
+/* A worker still training: neither gone nor dropped (nor a new process
+ * in a dropped one's place whose first clock is still being agreed). */
 static eng_member_t *eng_live_worker(strata_ctx_t *ctx, uint32_t w)
 {
     eng_member_t *m = ctx->coord->by_rank[ctx->naggs + (int)w];
-    return m && !m->bye && !m->dropped && m->peer.ep ? m : NULL;
+    return m && !m->bye && !m->dropped && !m->rejoining && m->peer.ep ? m
+                                                                      : NULL;
 }
 
 /* A worker that finalizes closes its connection after its BYE, which may
@@ -135,6 +137,7 @@ static void eng_rg_go(strata_ctx_t *ctx)
               eng_grouping_rate(rg->grouping) /
                   eng_grouping_rate_bsp(rg->grouping));
     rg->phase = ENG_RG_IDLE;
+    eng_coord_rejoin_next(ctx); /* one that waited for the regroup */
     eng_rg_evaluate(ctx);
 }
 
@@ -264,8 +267,8 @@ static void eng_rg_freeze(strata_ctx_t *ctx)
 static void eng_rg_evaluate(strata_ctx_t *ctx)
 {
     eng_regroup_t *rg = ctx->coord->rg;
-    if (rg->phase != ENG_RG_IDLE || eng_fatal(ctx))
-        return;
+    if (rg->phase != ENG_RG_IDLE || ctx->coord->joining >= 0 || eng_fatal(ctx))
+        return; /* a rejoin's clock is agreed on the current segments */
     rg->eval_ns = util_now_ns();
     bool probing = eng_grouping_probing(rg->grouping), changed = false;
     strata_status_t st = eng_grouping_evaluate(rg->grouping, &changed);
@@ -345,6 +348,39 @@ static void eng_coord_regroup_left(strata_ctx_t *ctx, eng_member_t *m)
         eng_rg_evaluate(ctx);
 }
 
+/* A rejoin waits for a regroup under way to end (eng_rg_go). */
+static bool eng_coord_regroup_holds(strata_ctx_t *ctx)
+{
+    eng_regroup_t *rg = ctx->coord->rg;
+    return rg && rg->phase != ENG_RG_IDLE;
+}
+
+/* A dropped worker's new process is back in the segment the aggregators
+ * keep it in: its group is that segment's, and the grouping counts it
+ * again from its first reported steps (none yet: no regroup until then).
+ * It learns its group and that group's rank at once. */
+static void eng_coord_regroup_rejoined(strata_ctx_t *ctx, eng_member_t *m)
+{
+    eng_regroup_t *rg = ctx->coord->rg;
+    uint32_t w = (uint32_t)(m->peer.rank - ctx->naggs);
+    if (!rg)
+        return;
+    uint32_t g = eng_members_current(rg->members, w)->group;
+    strata_status_t st = eng_grouping_rejoin(rg->grouping, w, g);
+    if (st != STRATA_OK) {
+        eng_fail(ctx, st, "the grouping cannot take %s back: %s",
+                 eng_member_name(m), strata_strerror(st));
+        return;
+    }
+    unsigned char buf[32];
+    eng_wbuf_t msg;
+    eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_RANK);
+    eng_put_u32(&msg, g);
+    eng_put_f64(&msg, eng_grouping_rank(rg->grouping, g));
+    eng_rg_send(ctx, m, &msg);
+    util_info("%s is back in group %u", eng_member_name(m), g);
+}
+
 static strata_status_t eng_coord_gssp_create(strata_ctx_t *ctx)
 {
     strata_status_t st = eng_coord_regroup_create(ctx);
@@ -380,4 +416,6 @@ const eng_coord_policy_t eng_coord_gssp = {
     .free = eng_coord_regroup_free,
     .on_msg = eng_coord_gssp_msg,
     .left = eng_coord_regroup_left,
+    .holds_rejoin = eng_coord_regroup_holds,
+    .rejoined = eng_coord_regroup_rejoined,
 };

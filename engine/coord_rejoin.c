@@ -11,8 +11,11 @@
  *
  * Rounds (esync, fedavg) are clocks: the rejoiner syncs from round J on,
  * with the global model of J, and esync's State Server counts it live
- * again from then. gssp, whose groups keep state of their own per worker,
- * does not take workers back.
+ * again from then. Under gssp (GDTopK too) it comes back in its group,
+ * whose clocks its own map to with the offset of its membership segment:
+ * no rejoin is agreed while a regroup is, nor a regroup while a rejoin is
+ * (the policy's holds_rejoin and rejoined), and the grouping counts it
+ * again once it has reported its steps.
  */
 #include "engine/coord.h"
 
@@ -54,7 +57,6 @@ static const char *eng_rejoin_refusal(strata_ctx_t *ctx, int rank, char *buf,
 {
     eng_coord_t *c = ctx->coord;
     eng_member_t *old = c->by_rank[rank];
-    const eng_policy_t *p = ctx->policy;
     if (rank < ctx->naggs)
         snprintf(buf, cap,
                  "rank %d is an aggregator of this running job: only a "
@@ -70,13 +72,6 @@ static const char *eng_rejoin_refusal(strata_ctx_t *ctx, int rank, char *buf,
                  "rank %d is being dropped: its place is free once every "
                  "aggregator agreed its last clock",
                  rank);
-    else if ((!p->ops->rounds &&
-              (p->ops->coord || p->ops->worker || p->ops->agg)) ||
-             p->gdtopk)
-        snprintf(buf, cap,
-                 "the job's policy %s%s does not take workers back (bsp, ssp, "
-                 "asp, esync and fedavg do)",
-                 p->ops->name, p->gdtopk ? " with STRATA_GDTOPK" : "");
     else if (eng_fatal(ctx))
         snprintf(buf, cap, "the job has failed");
     else
@@ -109,6 +104,7 @@ void eng_coord_rejoin_hello(strata_ctx_t *ctx, eng_member_t *m, int rank,
     }
     m->rejoining = m->rejoin_queued = true;
     m->rejoin_from = old->drop_at;
+    m->rejoin_shrunk = old->drop_from;
     c->by_rank[rank] = m;
     eng_live_watch(ctx, rank);
     util_warn("%s is back in the place of dropped %s; agreeing the clock it "
@@ -129,7 +125,9 @@ static void eng_coord_rejoin_retry(strata_ctx_t *ctx)
 void eng_coord_rejoin_next(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;
-    if (c->dropping >= 0 || c->joining >= 0 || eng_fatal(ctx))
+    if (c->dropping >= 0 || c->joining >= 0 || eng_fatal(ctx) ||
+        (eng_coord_policy(ctx)->holds_rejoin &&
+         eng_coord_policy(ctx)->holds_rejoin(ctx)))
         return;
     for (int r = ctx->naggs; r < ctx->size; r++) {
         eng_member_t *m = c->by_rank[r];
@@ -138,7 +136,7 @@ void eng_coord_rejoin_next(strata_ctx_t *ctx)
         m->rejoin_queued = false;
         c->joining = r - ctx->naggs;
         c->join_answers = 0;
-        c->join_reached = 0;
+        c->join_reached = c->join_any = 0;
         c->join_lags = false;
         unsigned char buf[16];
         eng_wbuf_t msg;
@@ -150,22 +148,24 @@ void eng_coord_rejoin_next(strata_ctx_t *ctx)
 }
 
 /* An aggregator still takes this rank back from its previous rejoin (a
- * partition there has not applied the pushes of the process before): not
+ * partition there has not applied the pushes of the process before; under
+ * gssp also those of the process just dropped, or a regroup's moves): not
  * now (REJOIN with J = 0 lets the aggregators go on), again a little later.
  * The new process waits for its WELCOME meanwhile. */
 static void eng_coord_rejoin_later(strata_ctx_t *ctx, eng_member_t *v)
 {
     eng_coord_t *c = ctx->coord;
-    unsigned char buf[32];
+    unsigned char buf[48];
     eng_wbuf_t msg;
     eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_REJOIN);
     eng_put_u32(&msg, (uint32_t)c->joining);
     eng_put_i64(&msg, v->rejoin_from);
     eng_put_i64(&msg, 0);
+    eng_put_i64(&msg, v->rejoin_shrunk);
     eng_coord_tell_aggs(ctx, &msg, "REJOIN");
     if (!v->rejoin_waited)
         util_info("%s waits: an aggregator still takes its rank back from "
-                  "its previous rejoin",
+                  "its previous rejoin or drop",
                   eng_member_name(v));
     v->rejoin_waited = true;
     c->joining = -1;
@@ -184,13 +184,15 @@ void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     uint32_t w = eng_get_u32(r);
     int64_t reached = eng_get_i64(r);
     unsigned lags = eng_get_u8(r);
+    int64_t any = eng_get_i64(r);
     if (!eng_rbuf_ok(r) || m->peer.rank >= ctx->naggs || c->joining < 0 ||
-        w != (uint32_t)c->joining || reached < 0 || lags > 1) {
+        w != (uint32_t)c->joining || reached < 0 || lags > 1 || any < 0) {
         eng_fail(ctx, STRATA_ERR_PROTO, "unexpected REJOIN_AT from %s",
                  eng_member_name(m));
         return;
     }
     c->join_reached = reached > c->join_reached ? reached : c->join_reached;
+    c->join_any = any > c->join_any ? any : c->join_any;
     c->join_lags |= lags;
     if (++c->join_answers < ctx->naggs)
         return;
@@ -202,12 +204,16 @@ void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     int64_t at =
         c->join_reached > v->rejoin_from ? c->join_reached : v->rejoin_from;
     at = at < 1 ? 1 : at;
-    unsigned char buf[32];
+    unsigned char buf[48];
     eng_wbuf_t msg;
     eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_REJOIN);
     eng_put_u32(&msg, w);
     eng_put_i64(&msg, v->rejoin_from);
     eng_put_i64(&msg, at);
+    /* One more live from past every clock reached in any group: clocks of
+     * a group ahead of its own were reduced with the count before. */
+    eng_put_i64(&msg, v->rejoin_shrunk > c->join_any ? v->rejoin_shrunk
+                                                     : c->join_any);
     eng_coord_tell_aggs(ctx, &msg, "REJOIN");
     c->joining = -1;
     v->rejoining = false;
@@ -224,10 +230,13 @@ void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
                  "the State Server cannot count %s again", eng_member_name(v));
         return;
     }
-    if (v->rejoin_lost) /* it went while its clock was agreed */
+    if (v->rejoin_lost) { /* it went while its clock was agreed */
         eng_coord_drop_lost(ctx, v, v->drop_why);
-    else
+    } else {
         eng_coord_send_roster(ctx, v, at);
+        if (eng_coord_policy(ctx)->rejoined)
+            eng_coord_policy(ctx)->rejoined(ctx, v);
+    }
     eng_coord_drop_next(ctx);
     eng_coord_rejoin_next(ctx);
     eng_coord_rejoin_close(ctx, false);

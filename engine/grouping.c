@@ -286,6 +286,26 @@ strata_status_t eng_grouping_drop(eng_grouping_t *g, uint32_t worker)
     return STRATA_OK;
 }
 
+strata_status_t eng_grouping_rejoin(eng_grouping_t *g, uint32_t worker,
+                                    uint32_t group)
+{
+    strata_status_t st = grp_check_worker(g, worker);
+    if (st != STRATA_OK)
+        return st;
+    if (!g->dead[worker] || group >= g->capacity) {
+        util_error("grouping: worker %" PRIu32 " cannot rejoin group %" PRIu32
+                   " (%s, %" PRIu32 " group slots)",
+                   worker, group, g->dead[worker] ? "dropped" : "not dropped",
+                   g->capacity);
+        return STRATA_ERR_INVALID;
+    }
+    g->dead[worker] = false;
+    g->group_of[worker] = group;
+    g->steps[worker] = 0;
+    g->pending_steps[worker] = 0;
+    return STRATA_OK;
+}
+
 /* ---- evaluation ---- */
 
 static int grp_cmp_time(const void *a, const void *b, void *arg)

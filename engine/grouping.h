@@ -76,6 +76,11 @@ strata_status_t eng_grouping_measure(eng_grouping_t *g, uint32_t worker,
 /* The worker died: it no longer takes part in groupings, and its group
  * becomes ENG_GROUPING_NONE. */
 strata_status_t eng_grouping_drop(eng_grouping_t *g, uint32_t worker);
+/* A dropped worker is back (a new process) in `group`: live again, its
+ * steps counted afresh (nothing is regrouped until it reported some), its
+ * last step time kept meanwhile. */
+strata_status_t eng_grouping_rejoin(eng_grouping_t *g, uint32_t worker,
+                                    uint32_t group);
 
 /* Recompute the grouping from the latest measurements and change the
  * assignment if the rules above say so; *changed_out tells whether it did

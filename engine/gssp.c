@@ -5,9 +5,10 @@
  * of the probe, then at most every ENG_GSSP_REPORT_MS; the coordinator groups
  * workers by speed (RANK tells a worker its group's speed rank). A regroup
  * stops the worker's pushes at a clock boundary (FREEZE, FROZEN) until
- * every aggregator has the moves (GO); finalizing, the worker says which
- * clock it reached (FINAL). strata_epoch_end counts epochs for GDTopK's
- * schedule only.
+ * every aggregator has the moves (GO); RANK says its group and the group's
+ * rank (a new process in a dropped worker's place learns its group so);
+ * finalizing, the worker says which clock it reached (FINAL). strata_epoch_end
+ * counts epochs for GDTopK's schedule only.
  */
 #include <string.h>
 
@@ -126,6 +127,7 @@ static void eng_gssp_on_rank(strata_ctx_t *ctx, eng_rbuf_t *r)
         eng_fail(ctx, STRATA_ERR_PROTO, "malformed RANK from the coordinator");
         return;
     }
+    atomic_store(&ctx->group, (int)group); /* a rejoiner's first news of it */
     eng_gssp_set_rank(ctx, rank);
 }
 

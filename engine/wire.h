@@ -34,7 +34,7 @@
     X(LEAVE, 13)      /* worker -> aggregator: finalizing */                   \
     X(LEFT, 14)       /* aggregator -> worker: LEAVE taken, close now */       \
     X(STEPS, 15)      /* worker -> coordinator: gssp, its own step time */     \
-    X(RANK, 16)       /* coordinator -> worker: its group's speed rank */      \
+    X(RANK, 16)       /* coordinator -> worker: its group, the speed rank */   \
     X(FREEZE, 17)     /* coordinator -> worker: a regroup is coming */         \
     X(FROZEN, 18)     /* worker -> coordinator: first clock not pushed */      \
     X(PLAN, 19)       /* coordinator -> aggregator: moves, a chunk */          \
@@ -59,10 +59,11 @@
     X(PROTECTED, 37)  /* aggregator -> coordinator: its part of a clock's      \
                          protection done, or the clock missed */               \
     X(REJOIN_ASK, 38) /* coordinator -> aggregator: hold, a worker is back */  \
-    X(REJOIN_AT, 39)  /* aggregator -> coordinator: the clock it reached,      \
-                         whether it still takes the worker back from before */ \
+    X(REJOIN_AT, 39)  /* aggregator -> coordinator: the clock it reached       \
+                         (its group's), whether it still takes the worker      \
+                         back from before, the clock any group reached */      \
     X(REJOIN, 40)     /* coordinator -> aggregator: worker in from clock J     \
-                         (J = 0: not now) */                                   \
+                         (J = 0: not now), live from at least a clock */       \
     X(PROTECT, 41)    /* coordinator -> aggregator: the clock agreed, and      \
                          the next one to protect */                            \
     X(REBUILD, 42)    /* coordinator -> aggregator: send your fragments of a   \

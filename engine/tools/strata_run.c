@@ -15,7 +15,7 @@
  *
  * With --restart N, a worker that died and that the job went on without is
  * started again (N times in all): the new process rejoins the running job
- * in its place (bsp, ssp, asp, esync and fedavg take workers back).
+ * in its place (every policy takes workers back).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -82,7 +82,7 @@ static void usage(FILE *out)
         "      --restart N       start a worker that died and that the job "
         "went on without\n                        again, N times in all: "
         "it rejoins the running job in its\n                        place "
-        "(policies bsp, ssp, asp, esync and fedavg)\n"
+        "(every policy)\n"
         "Every rank gets STRATA_RANK, STRATA_SIZE, STRATA_LOCAL_RANK, "
         "STRATA_NUM_AGGREGATORS,\na coordinator file and a fresh job "
         "secret; other STRATA_* settings pass through.\n");

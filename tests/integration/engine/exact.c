@@ -37,6 +37,16 @@
  * clock lost while they were held up). --counted FILE: at the end FILE
  * holds N, the coordinator's count of V's first process's clocks; each
  * step before N must have been with V (none of its counted pushes lost).
+ * V's new process, given --counted FILE under stale (FILE holds N when it
+ * starts), checks its own elements exactly after each step c: N + c + 1 -
+ * J updates (J its first clock), each of the old scale W - 1 or, in one
+ * run of consecutive steps, the new W (under gssp the live count is one
+ * per clock of every group, so its group's first clocks may still count
+ * it out), so that one of its pushes lost or applied twice, before or
+ * after the gap, shows at once.
+ * --slow-start N: V's first process sleeps 50 ms more in each of its first N
+ * steps (under gssp it is then frozen for the probe's regroup well behind
+ * the others, and its clocks map to its group's with an offset).
  * Memory: --alloc puts the parameters in strata_alloc memory, --alloc-grad
  * the gradients (over shm, aggregators then read them in place: zero copy);
  * --scribble waits for each push to complete, then overwrites the gradients
@@ -74,8 +84,9 @@ typedef struct opts {
     float lr, momentum; /* for --check momentum */
     bool alloc, alloc_grad, scribble, mismatch, sleep;
     int die_at, stop_at, die_after_push;
-    int resume; /* clocks the model had when the job started */
-    int victim; /* -1: none */
+    int slow_start; /* V's first steps 50 ms longer (--slow-start N) */
+    int resume;     /* clocks the model had when the job started */
+    int victim;     /* -1: none */
     bool rejoin;
     bool out_optional;      /* --out-optional: V may never be seen out */
     const char *counted;    /* --counted FILE: V's first N clocks count */
@@ -94,7 +105,11 @@ static struct {
     bool out, back; /* --rejoin: the victim seen out, and back after */
     int agains;     /* --die-again: seen out once more after back */
     char *without;  /* [steps]: step c was without the victim (--counted) */
-} seen = {.mode = -1, .last = 0};
+    int counted;    /* V's new process under stale: its old one's N, -1 */
+    int first;      /* ... and its own first clock */
+    int at_new;     /* ... its updates at the new scale so far */
+    bool grew, ran; /* ... a run of them began, and ended */
+} seen = {.mode = -1, .last = 0, .counted = -1};
 
 /* One element's verdict for the step; false if it contradicts another's. */
 static bool seen_mode(int mode)
@@ -262,11 +277,19 @@ static int check_stale_victim(const opts_t *o, int nw, int w, int c, int t,
             ok = got >= lo && got <= hi;
         }
         /* The victim's pushes stopped at one boundary, alike everywhere;
-         * after a rejoin, its new process's own: each of the old scale. */
-        if (ok && owner == w && o->rejoin && w == o->victim)
+         * after a rejoin, its new process's own: each of the old scale,
+         * and with the old one's count known, exactly those counted. */
+        if (ok && owner == w && o->rejoin && w == o->victim &&
+            seen.counted >= 0) {
+            int own = seen.counted + c + 1 - seen.first;
+            double at_new = got - own * old_unit;
+            ok = at_new >= 0 && at_new <= own && at_new == (int)at_new &&
+                 seen_mode((int)at_new);
+        } else if (ok && owner == w && o->rejoin && w == o->victim) {
             ok = got >= 0 && got <= (c + 1) * old_unit &&
                  got / old_unit == (int)(got / old_unit);
-        else if (ok && owner == o->victim && c == o->steps - 1 && !o->rejoin) {
+        } else if (ok && owner == o->victim && c == o->steps - 1 &&
+                   !o->rejoin) {
             if (!seen.have_victim_value)
                 seen.victim_value = got;
             seen.have_victim_value = true;
@@ -336,19 +359,49 @@ static int check_model(const opts_t *o, int nw, int w, int c, int t,
     return 0;
 }
 
-/* --counted: no step before the count in the file was without V. */
-static int check_counted(const opts_t *o, int w)
+/* V's new process with --counted, after its step c: its updates at the
+ * new scale grow by one a step in one run, or not at all. */
+static int rejoiner_step_end(int w, int c)
+{
+    int at_new = seen.mode < 0 ? seen.at_new : seen.mode;
+    bool grows = at_new == seen.at_new + 1;
+    bool ok = at_new == seen.at_new || (grows && !seen.ran);
+    seen.ran |= seen.grew && !grows;
+    seen.grew |= grows;
+    if (!ok) {
+        fprintf(stderr,
+                "exact: worker %d (back) after step %d: its own updates at "
+                "the new scale went from %d to %d (a push of its own lost "
+                "or applied twice)\n",
+                w, c, seen.at_new, at_new);
+        return 1;
+    }
+    seen.at_new = at_new;
+    seen.mode = -1;
+    return 0;
+}
+
+/* --counted: the count in the file, -1 (said) if there is none. */
+static int read_counted(const opts_t *o, int w)
 {
     FILE *f = fopen(o->counted, "r");
     int n = -1;
     if (!f || fscanf(f, "%d", &n) != 1 || n < 0) {
         fprintf(stderr, "exact: worker %d: no count of clocks in %s\n", w,
                 o->counted);
-        if (f)
-            fclose(f);
-        return 1;
+        n = -1;
     }
-    fclose(f);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* --counted: no step before the count in the file was without V. */
+static int check_counted(const opts_t *o, int w)
+{
+    int n = read_counted(o, w);
+    if (n < 0)
+        return 1;
     for (int c = 0; c < n && c < o->steps; c++)
         if (seen.without[c] == 1) {
             fprintf(stderr,
@@ -485,6 +538,12 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
             }
     if (rejoined)
         printf("worker %d: rejoined at clock %d\n", w, first);
+    if (rejoined && o->counted && strcmp(o->check, "stale") == 0) {
+        seen.counted = read_counted(o, w);
+        seen.first = first;
+        if (seen.counted < 0)
+            return 2;
+    }
     bool dies_again = false; /* --die-again, the first to rejoin */
     if (rejoined && o->again_n >= 0 && access(o->again_path, F_OK) != 0)
         dies_again = true;
@@ -509,6 +568,8 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
                 grad[t][j] = grad_value(o, nw, w, t, j, c);
         if (o->sleep)
             usleep((useconds_t)(((w * 7 + c * 3) % 5) * 1000));
+        if (w == o->victim && !rejoined && c < o->slow_start)
+            usleep(50 * 1000);
         if (c == o->die_after_push && !rejoined)
             die_after_push(ctx, w);
         st = o->scribble ? step_scribbling(ctx) : strata_step(ctx);
@@ -518,6 +579,8 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
             if (check_model(o, nw, w, c, t, param[t], sizes[t]))
                 return 1;
         if (o->victim >= 0 && !rejoined && seen_step_end(o, w, c))
+            return 1;
+        if (rejoined && seen.counted >= 0 && rejoiner_step_end(w, c))
             return 1;
     }
     if (o->counted && !rejoined && check_counted(o, w))
@@ -567,6 +630,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"scribble", no_argument, NULL, 'b'},
         {"mismatch", no_argument, NULL, 'm'},
         {"sleep", no_argument, NULL, 'z'},
+        {"slow-start", required_argument, NULL, 'S'},
         {"die-at", required_argument, NULL, 'd'},
         {"stop-at", required_argument, NULL, 'p'},
         {"die-after-push", required_argument, NULL, 'K'},
@@ -611,6 +675,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'm':
             o->mismatch = true;
+            break;
+        case 'S':
+            o->slow_start = atoi(optarg);
             break;
         case 'z':
             o->sleep = true;

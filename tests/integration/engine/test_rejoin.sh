@@ -11,6 +11,12 @@
 # that died again, and it rejoins (over shm). With a fourth argument
 # "again": the same rank killed and started again twice instead, also
 # while a partition still lags its first rejoin (twice, lagging below).
+# With "gssp": the same under gssp (back in its group at its clock offset,
+# after the probe's regroup), with GDTopK, and in one of two groups whose
+# clocks run apart. Under stale the new process checks its own elements
+# exactly
+# after every step: its old process's counted pushes (the coordinator's
+# count) plus each of its own, once.
 EXACT=$1 TRANSPORT=$2 RUN=$3 WHAT=${4:-once}
 source "$(dirname "$0")/common.sh"
 export STRATA_TIMEOUT_MS=5000 STRATA_TRANSPORT=$TRANSPORT STRATA_LOG=info
@@ -63,6 +69,12 @@ rejoined() {
   kill -KILL "${PIDS[$VICTIM]}"
   wait "${PIDS[$VICTIM]}" 2>/dev/null
   wait_log 0 "worker rank $VICTIM .* dropped: its first" 30
+  local counted=()
+  if [[ " $* " == *" --check stale "* ]]; then
+    sed -nE "s/.*worker rank $VICTIM .* dropped: its first ([0-9]+) clocks count.*/\1/p" \
+      "$LDIR/0.log" | head -1 >"$LDIR/counted"
+    counted=(--counted "$LDIR/counted")
+  fi
   # The coordinator listens again: only the victim's rank is taken (and
   # it stops once no dropped worker is left to come back).
   if [ "$policy" = bsp ] && [ "$TRANSPORT" = tcp ]; then
@@ -70,7 +82,7 @@ rejoined() {
     wait_log 0 "refused .*rank 2 is still in the job" 30
     wait_log 0 "refused .*rank 1 is an aggregator" 30
   fi
-  again $VICTIM "$LDIR/$VICTIM.log" "${CMD[@]}"
+  again $VICTIM "$LDIR/$VICTIM.log" "${CMD[@]}" "${counted[@]}"
   PIDS[VICTIM]=$AGAIN
   if [ "$policy" = bsp ] && [ "$TRANSPORT" = tcp ]; then
     refused 2 "rank 2 is still in the job"
@@ -88,6 +100,8 @@ rejoined() {
     fail "$policy: rank $VICTIM did not rejoin: $(cat "$LDIR/$VICTIM.log")"
   grep -qE "worker rank $VICTIM .* rejoined: it trains from clock [0-9]+; clocks [0-9]+ to [0-9]+ of its rank were lost" \
     "$LDIR/0.log" || fail "$policy: no rejoin logged: $(cat "$LDIR/0.log")"
+  [ "$policy" != gssp ] || grep -qE "rank $VICTIM .* is back in group [0-9]+" \
+    "$LDIR/0.log" || fail "$policy: no group given back: $(cat "$LDIR/0.log")"
   [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
 }
 
@@ -175,8 +189,33 @@ if [ "$WHAT" = again ]; then
   echo "a worker killed and started again twice over $TRANSPORT: back in the job, exact"
   exit 0
 fi
+lr=$((W * (W - 1)))
+if [ "$WHAT" = gssp ]; then
+  # One group after the probe's three (a regroup: each worker's clocks
+  # map to the group's with an offset of its own, the victim's well above
+  # 0 as it starts slow); fixed, so that the load's noise in the step times
+  # cannot split it.
+  KEEP=1 rejoined gssp STRATA_GROUPS=1 STRATA_LR=$lr -- --check stale \
+    --staleness inf --slow-start 10
+  read -r j b < <(sed -nE "s/.*worker rank $VICTIM is back from clock ([0-9]+) on .* at its clock ([0-9]+);.*/\1 \2/p" \
+    "$LDIR/1.log" | head -1)
+  [ -n "$j" ] && [ "$b" -gt "$j" ] ||
+    fail "gssp: the victim came back without a clock offset (clock ${j:-?}, its group's ${b:-?}): $(cat "$LDIR/1.log")"
+  [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
+  # GDTopK's first epoch sends 35 % of each partition, more than a
+  # worker's own third: every own update arrives in its step, exactly.
+  rejoined gssp STRATA_GROUPS=1 STRATA_GDTOPK=1 STRATA_LR=$lr -- \
+    --check stale --staleness inf
+  # Two groups whose clocks run apart: the victim's J is its group's. The
+  # other group may run entirely before the drop's clock or after the
+  # rejoin's, never seeing the victim out.
+  rejoined gssp STRATA_GROUPING=manual:0,0,1 STRATA_LR=$lr -- \
+    --check stale --staleness inf --out-optional
+  echo "a worker killed and started again under gssp over $TRANSPORT: back in its group, exact"
+  exit 0
+fi
 rejoined bsp STRATA_OPTIMIZER=sum -- --check sum
-rejoined asp STRATA_LR=$((W * (W - 1))) -- --check stale --staleness inf
+rejoined asp STRATA_LR=$lr -- --check stale --staleness inf
 if [ "$TRANSPORT" = shm ]; then
   echo "-- bsp under strata-run --restart 1: worker rank $VICTIM dies at its step 20"
   out=$(within 60 env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S --restart 1 -- \

@@ -200,6 +200,43 @@ static void a_dropped_worker_leaves_the_grouping(void **state)
     eng_grouping_destroy(g);
 }
 
+/* Back in the group it left: live again, nothing regrouped until it
+ * reported steps, then counted like the others. */
+static void a_dropped_worker_rejoins_its_group(void **state)
+{
+    (void)state;
+    eng_grouping_t *g = make(4, 0, 8, "auto");
+    const double t[] = {1, 1, 4, 4};
+    assert_true(report(g, t, 4, 3));
+    assert_int_equal(eng_grouping_rejoin(g, 3, 1), STRATA_ERR_INVALID);
+    test_log_expect("worker 3 cannot rejoin group 1 (not dropped");
+    assert_int_equal(eng_grouping_drop(g, 3), STRATA_OK);
+    assert_int_equal(eng_grouping_rejoin(g, 3, 9), STRATA_ERR_INVALID);
+    test_log_expect("worker 3 cannot rejoin group 9 (dropped");
+    assert_int_equal(eng_grouping_rejoin(g, 3, 1), STRATA_OK);
+    assert_int_equal(eng_grouping_group_of(g, 3), 1);
+    /* Fast now, but not measured yet: nobody moves. */
+    const double fast[] = {1, 1, 4, 1};
+    bool changed = true;
+    assert_int_equal(eng_grouping_evaluate(g, &changed), STRATA_OK);
+    assert_false(changed);
+    const uint32_t kept[] = {0, 0, 1, 1};
+    assert_groups(g, kept, 4);
+    /* Its new process's steps count from 1 again; then it joins the fast
+     * ones once the hysteresis is satisfied. */
+    for (uint64_t s = 1; !changed; s++) {
+        assert_true(s < 20);
+        for (uint32_t w = 0; w < 4; w++)
+            assert_int_equal(
+                eng_grouping_measure(g, w, fast[w], w == 3 ? s : 3 + s),
+                STRATA_OK);
+        assert_int_equal(eng_grouping_evaluate(g, &changed), STRATA_OK);
+    }
+    const uint32_t moved[] = {0, 0, 1, 0};
+    assert_groups(g, moved, 4);
+    eng_grouping_destroy(g);
+}
+
 /* ---- manual groups ---- */
 
 static void manual_groups_are_kept_and_ranked_by_speed(void **state)
@@ -299,6 +336,7 @@ int main(void)
         T(group_ids_stay_with_their_members),
         T(x1_x3_x9_make_three_groups),
         T(a_dropped_worker_leaves_the_grouping),
+        T(a_dropped_worker_rejoins_its_group),
         T(manual_groups_are_kept_and_ranked_by_speed),
         T(manual_lists_are_checked),
         T(parameters_come_from_the_configuration),
