@@ -107,8 +107,6 @@ static struct {
     char *without;  /* [steps]: step c was without the victim (--counted) */
     int counted;    /* V's new process under stale: its old one's N, -1 */
     int first;      /* ... and its own first clock */
-    int at_new;     /* ... its updates at the new scale so far */
-    bool grew, ran; /* ... a run of them began, and ended */
 } seen = {.mode = -1, .last = 0, .counted = -1};
 
 /* One element's verdict for the step; false if it contradicts another's. */
@@ -359,28 +357,6 @@ static int check_model(const opts_t *o, int nw, int w, int c, int t,
     return 0;
 }
 
-/* V's new process with --counted, after its step c: its updates at the
- * new scale grow by one a step in one run, or not at all. */
-static int rejoiner_step_end(int w, int c)
-{
-    int at_new = seen.mode < 0 ? seen.at_new : seen.mode;
-    bool grows = at_new == seen.at_new + 1;
-    bool ok = at_new == seen.at_new || (grows && !seen.ran);
-    seen.ran |= seen.grew && !grows;
-    seen.grew |= grows;
-    if (!ok) {
-        fprintf(stderr,
-                "exact: worker %d (back) after step %d: its own updates at "
-                "the new scale went from %d to %d (a push of its own lost "
-                "or applied twice)\n",
-                w, c, seen.at_new, at_new);
-        return 1;
-    }
-    seen.at_new = at_new;
-    seen.mode = -1;
-    return 0;
-}
-
 /* --counted: the count in the file, -1 (said) if there is none. */
 static int read_counted(const opts_t *o, int w)
 {
@@ -578,9 +554,9 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
         for (int t = 0; t < NT; t++)
             if (check_model(o, nw, w, c, t, param[t], sizes[t]))
                 return 1;
-        if (o->victim >= 0 && !rejoined && seen_step_end(o, w, c))
-            return 1;
-        if (rejoined && seen.counted >= 0 && rejoiner_step_end(w, c))
+        /* V back: its own updates at the new scale, as the others' */
+        if (o->victim >= 0 && (!rejoined || seen.counted >= 0) &&
+            seen_step_end(o, w, c))
             return 1;
     }
     if (o->counted && !rejoined && check_counted(o, w))
