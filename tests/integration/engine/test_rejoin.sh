@@ -65,6 +65,7 @@ rejoined() {
   ENV_OF_RANK=()
   start_ranks $W $S "${CMD[@]}"
   wait_log 0 "layout of .* accepted" 60
+  [ -z "${AFTER:-}" ] || wait_log 0 "$AFTER" 60
   sleep 0.$((RANDOM % 5 + 1))
   kill -KILL "${PIDS[$VICTIM]}"
   wait "${PIDS[$VICTIM]}" 2>/dev/null
@@ -193,9 +194,9 @@ lr=$((W * (W - 1)))
 if [ "$WHAT" = gssp ]; then
   # One group after the probe's three (a regroup: each worker's clocks
   # map to the group's with an offset of its own, the victim's well above
-  # 0 as it starts slow); fixed, so that the load's noise in the step times
-  # cannot split it.
-  KEEP=1 rejoined gssp STRATA_GROUPS=1 STRATA_LR=$lr -- --check stale \
+  # 0 as it starts slow; killed after that regroup, AFTER); fixed, so that
+  # the load's noise in the step times cannot split it.
+  KEEP=1 AFTER="regroup 1 done" rejoined gssp STRATA_GROUPS=1 STRATA_LR=$lr -- --check stale \
     --staleness inf --slow-start 10
   read -r j b < <(sed -nE "s/.*worker rank $VICTIM is back from clock ([0-9]+) on .* at its clock ([0-9]+);.*/\1 \2/p" \
     "$LDIR/1.log" | head -1)
