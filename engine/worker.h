@@ -115,6 +115,7 @@ typedef struct eng_block {
     size_t len;
     int owner; /* provider whose tp_mem_alloc made it; -1: util_malloc */
     tp_mr_t *mr[ENG_NPROV];
+    bool read_in_place; /* an aggregator reads gradients in it (GRADS) */
 } eng_block_t;
 
 /* The worker as the application thread sees it (that thread alone). */

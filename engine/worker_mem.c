@@ -64,34 +64,14 @@ strata_status_t eng_block_alloc(strata_ctx_t *ctx, size_t len, void **ptr_out)
     return STRATA_OK;
 }
 
-/* Whether an aggregator reads gradients in block b in place (its mapping
- * of b would go with b, while it may still read it). */
-static bool eng_block_read_in_place(const eng_worker_t *w, const eng_block_t *b,
-                                    int naggs)
-{
-    const eng_layout_t *lay = w->layout;
-    for (int a = 0; lay && !w->left && a < naggs; a++) {
-        const eng_link_t *l = &w->links[a];
-        for (uint32_t i = 0; l->in_place && i < lay->held_nparts[l->agg]; i++) {
-            const eng_piece_t *pc =
-                &lay->pieces[lay->parts[lay->held_parts[l->agg][i]]
-                                 .first_piece];
-            const char *g = (const char *)w->tensors[pc->tensor].grad;
-            if (l->in_place[i] && g >= (const char *)b->addr &&
-                g < (const char *)b->addr + b->len)
-                return true;
-        }
-    }
-    return false;
-}
-
 strata_status_t eng_block_release(strata_ctx_t *ctx, void *ptr)
 {
     eng_worker_t *w = ctx->worker;
     for (eng_block_t **pp = &w->blocks; *pp; pp = &(*pp)->next)
         if ((*pp)->addr == ptr) {
             eng_block_t *b = *pp;
-            if (eng_block_read_in_place(w, b, ctx->naggs)) {
+            /* Its mapping there would go with it, while read. */
+            if (b->read_in_place && !w->left) {
                 util_error("strata_free: %p holds gradients the aggregators "
                            "read in place until strata_finalize (which frees "
                            "it)",

@@ -51,7 +51,9 @@
  * the gradients (over shm, aggregators then read them in place: zero copy);
  * --scribble waits for each push to complete, then overwrites the gradients
  * before pulling: a push that completed before the aggregators read its
- * gradients shows as a wrong model.
+ * gradients shows as a wrong model. --try-free: strata_free of the
+ * gradients' block, read in place, after the commit (it must be refused:
+ * freed, the next step's writes into it would fault).
  * Failure injection: --mismatch (worker 1 registers a different layout),
  * --die-at N (worker 1 kills itself at step N), --stop-at N (worker 1 stops,
  * SIGSTOP, at step N: connected, but silent until continued),
@@ -82,7 +84,7 @@ typedef struct opts {
     const char *check;
     long staleness;     /* -1: unbounded */
     float lr, momentum; /* for --check momentum */
-    bool alloc, alloc_grad, scribble, mismatch, sleep;
+    bool alloc, alloc_grad, scribble, mismatch, sleep, try_free;
     int die_at, stop_at, die_after_push;
     int slow_start; /* V's first steps 50 ms longer (--slow-start N) */
     int resume;     /* clocks the model had when the job started */
@@ -501,6 +503,8 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
     strata_status_t st = strata_commit(ctx);
     if (st != STRATA_OK)
         return fail_status("commit", st);
+    if (o->try_free) /* refused (logged): freed, the steps would fault */
+        strata_free(ctx, grad[0]);
     int first = (int)strata_clock(ctx); /* > 0: it rejoined */
     bool rejoined = first > 0;
     for (int t = 0; t < NT && !sum && !rejoined; t++)
@@ -604,6 +608,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"alloc", no_argument, NULL, 'a'},
         {"alloc-grad", no_argument, NULL, 'G'},
         {"scribble", no_argument, NULL, 'b'},
+        {"try-free", no_argument, NULL, 'f'},
         {"mismatch", no_argument, NULL, 'm'},
         {"sleep", no_argument, NULL, 'z'},
         {"slow-start", required_argument, NULL, 'S'},
@@ -648,6 +653,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'b':
             o->scribble = true;
+            break;
+        case 'f':
+            o->try_free = true;
             break;
         case 'm':
             o->mismatch = true;

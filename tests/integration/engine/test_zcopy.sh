@@ -6,18 +6,19 @@
 # read it shows as a wrong model); STRATA_ZERO_COPY=0 copies instead; a
 # worker that kills itself right after its push is out, before the others
 # push that clock, leaves the job exact: its push is reduced from what it
-# left (or not at all), never half.
+# left (or not at all), never half. strata_free refuses the block the
+# aggregators read.
 RUN=$1 EXACT=$2
 source "$(dirname "$0")/common.sh"
 export STRATA_TRANSPORT=shm
 
-# zjob W S [VAR=VALUE...] -- ARGS: job() whose every worker read in place.
+# zjob W S [VAR=VALUE...] -- ARGS: job() whose every worker read in place;
+# the output stays in $out.
 zjob() {
   local w=$1 s=$2; shift 2
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local out
   out=$(env STRATA_LR="$w" "${envs[@]}" "$RUN" -n "$w" -a "$s" -- "$EXACT" \
     --alloc --alloc-grad --scribble --sleep "$@" 2>&1) ||
     fail "$w workers, $s aggregators, ${envs[*]} $*: $out"
@@ -25,7 +26,9 @@ zjob() {
     fail "${envs[*]} $*: not every worker was exact and read in place: $out"
 }
 
-zjob 3 2 -- --steps 6
+zjob 3 2 -- --steps 6 --try-free
+[ "$(grep -c 'strata_free: .* holds gradients the aggregators read in place' <<<"$out")" -eq 3 ] ||
+  fail "strata_free did not refuse the gradients read in place: $out"
 zjob 1 1 -- --steps 4
 zjob 4 2 STRATA_POLICY=ssp STRATA_STALENESS=1 -- \
   --steps 10 --check stale --staleness 1
