@@ -286,6 +286,16 @@ static void a_silent_worker_is_dropped_and_the_round_goes_on(void **state)
     eng_ss_destroy(ss);
 }
 
+/* Workers 0..n-1, of 1 s steps, each query at the start of round 0. */
+static void query_all(eng_state_server_t *ss, uint32_t n)
+{
+    eng_ss_decision_t d;
+    for (uint32_t w = 0; w < n; w++) {
+        eng_ss_query_t q = {w, 0, 0, 1.0, 0};
+        assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
+    }
+}
+
 static void expire_and_drop(void **state)
 {
     (void)state;
@@ -293,10 +303,7 @@ static void expire_and_drop(void **state)
     now_ns = 0;
     eng_state_server_t *ss = make(&s, 2);
     eng_ss_decision_t d;
-    for (uint32_t w = 0; w < 3; w++) {
-        eng_ss_query_t q = {w, 0, 0, 1.0, 0};
-        assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
-    }
+    query_all(ss, 3);
     now_ns = (int64_t)(2.9 * NS); /* within timeout + step */
     assert_int_equal(eng_ss_expire(ss), 0);
     eng_ss_query_t q = {1, 0, 1, 1.0, 0};
@@ -322,10 +329,7 @@ static void a_dropped_worker_rejoins(void **state)
     now_ns = 0;
     eng_state_server_t *ss = make(&s, 2);
     eng_ss_decision_t d;
-    for (uint32_t w = 0; w < 3; w++) {
-        eng_ss_query_t q = {w, 0, 0, 1.0, 0};
-        assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
-    }
+    query_all(ss, 3);
     assert_int_equal(eng_ss_drop(ss, 1), STRATA_OK);
     assert_int_equal(eng_ss_live_count(ss), 2);
     eng_ss_query_t q1 = {1, 0, 1, 1.0, 0};
@@ -358,10 +362,7 @@ static void an_aggregating_worker_is_not_dropped(void **state)
     now_ns = 0;
     eng_state_server_t *ss = make(&s, 2);
     eng_ss_decision_t d;
-    for (uint32_t w = 0; w < 2; w++) {
-        eng_ss_query_t q = {w, 0, 0, 1.0, 0};
-        assert_int_equal(eng_ss_query(ss, &q, &d), STRATA_OK);
-    }
+    query_all(ss, 2);
     assert_int_equal(eng_ss_syncing(ss, 0, 0), STRATA_OK);
     now_ns = (int64_t)(3.5 * NS);           /* past timeout + step for both */
     assert_int_equal(eng_ss_expire(ss), 1); /* worker 1 only */
