@@ -205,11 +205,8 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
     atomic_fetch_add_explicit(&ctx->cnt.reduce_ns, t1 - t0,
                               memory_order_relaxed);
     atomic_fetch_add_explicit(&ctx->cnt.updates, 1, memory_order_relaxed);
-    for (size_t k = 0; k < u->n; k++) {
+    for (size_t k = 0; k < u->n; k++)
         ap->applied[a->src_w[k]] = a->src_wc[k];
-        eng_agg_consumed(ctx, (uint32_t)(ap - a->parts), a->src_w[k],
-                         a->src_wc[k]);
-    }
 }
 
 strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap)
@@ -318,6 +315,8 @@ static bool eng_reduce_pass(strata_ctx_t *ctx, uint32_t i)
         eng_serve(ctx, i);
         atomic_fetch_add_explicit(&ctx->cnt.serve_ns, util_now_ns() - t0,
                                   memory_order_relaxed);
+        for (size_t s = 0; s < u.n; s++) /* zero copy: after the serve */
+            eng_agg_consumed(ctx, i, a->src_w[s], a->src_wc[s]);
         progress = true;
     }
     return progress;

@@ -559,56 +559,6 @@ void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
            ap->part->held_off;
 }
 
-const void *eng_src_addr(const eng_agg_t *a, const eng_wlink_t *l, uint32_t i,
-                         int64_t clock)
-{
-    if (l->held[i] >> (clock & 1) & 1)
-        return l->in_place[i];
-    return eng_slot(a, l, &a->parts[i], clock);
-}
-
-void eng_agg_consumed(strata_ctx_t *ctx, uint32_t i, uint32_t w, int64_t wc)
-{
-    eng_wlink_t *l = eng_agg_src_link(ctx->agg, w, wc);
-    uint8_t bit = (uint8_t)(1u << (wc & 1));
-    if (!(l->held[i] & bit))
-        return;
-    l->held[i] &= (uint8_t)~bit;
-    unsigned char buf[16];
-    eng_wbuf_t m;
-    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_CONSUMED);
-    eng_put_u32(&m, i);
-    eng_put_i64(&m, wc);
-    /* A link that broke fails the job or drops the worker through its
-     * disconnect. */
-    if (eng_send(&l->peer, &m, NULL) != STRATA_OK)
-        util_debug("cannot say CONSUMED to %s", eng_peer_name(&l->peer));
-}
-
-/* The worker's connection closes, and its mappings with it: what it
- * announced in place and is not reduced yet is copied into its slots,
- * where a push that counts is read from then on. Its memory no longer
- * changes: the worker is gone, or waits for a CONSUMED that cannot come. */
-static void eng_wlink_unmap(strata_ctx_t *ctx, eng_wlink_t *l)
-{
-    eng_agg_t *a = ctx->agg;
-    uint32_t kept = 0;
-    for (uint32_t i = 0; l->in_place && i < a->nparts; i++) {
-        for (int64_t parity = 0; parity < 2; parity++)
-            if (l->held[i] >> parity & 1) {
-                memcpy(eng_slot(a, l, &a->parts[i], parity), l->in_place[i],
-                       a->parts[i].part->bytes);
-                kept++;
-            }
-        l->held[i] = 0;
-        l->in_place[i] = NULL;
-    }
-    if (kept)
-        util_info("%s: %u partition pushes it announced in place copied "
-                  "before its connection closes",
-                  eng_peer_name(&l->peer), kept);
-}
-
 static void eng_wlink_close(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     eng_wlink_unmap(ctx, l);
@@ -690,13 +640,8 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                       eng_peer_name(&l->peer), len, ap->index);
         return;
     }
-    if (l->in_place[i]) {
-        l->held[i] |= (uint8_t)(1u << (c & 1));
-        atomic_fetch_add_explicit(&ctx->cnt.in_place_pushes, 1,
-                                  memory_order_relaxed);
-        atomic_fetch_add_explicit(&ctx->cnt.in_place_bytes, ap->part->bytes,
-                                  memory_order_relaxed);
-    }
+    if (l->in_place[i])
+        eng_agg_held(ctx, l, i, c);
     ap->arrived[l->widx] = c;
     ap->nsparse[2 * l->widx + (c & 1)] = sparse ? len / 8 : ENG_SRC_DENSE;
     atomic_fetch_add_explicit(&ctx->cnt.pushes, 1, memory_order_relaxed);
@@ -885,6 +830,9 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         return;
     if (ok && type == ENG_MSG_PUSHED && a->layout && !l->left &&
         eng_agg_on_pushed(ctx, l, r))
+        return;
+    if (ok && type == ENG_MSG_RELEASE && a->layout && !l->left &&
+        eng_agg_on_release(ctx, l, r))
         return;
     if (type == ENG_MSG_LEAVE && l->widx >= 0 && eng_rbuf_ok(r) && !l->left) {
         eng_on_leave(ctx, l);

@@ -15,6 +15,8 @@
  *                 REJOIN)
  *   agg_stage.c   staged models: a clock reduced before it is known to
  *                 count, its model written ahead, committed after PUSHED
+ *   agg_zcopy.c   zero copy: workers' gradients read in place, CONSUMED,
+ *                 RELEASE
  */
 #ifndef STRATA_ENGINE_AGGREGATOR_H
 #define STRATA_ENGINE_AGGREGATOR_H
@@ -100,10 +102,11 @@ typedef struct eng_wlink {
     uint32_t qcap, qhead, qlen, qpiece;
     int64_t round_clock[2]; /* ROUND: the clock of each parity, -1 */
     uint32_t round_steps[2];
-    /* Zero copy (GRADS): per partition of the shard, where the worker's
-     * gradients are mapped here (NULL: they are written into the slots),
-     * and per clock parity (bit), whether the push there is read in place
-     * and not consumed yet. */
+    /* Zero copy (GRADS, agg_zcopy.c): per partition of the shard, where
+     * the worker's gradients are mapped here (NULL: they are written into
+     * the slots), and per clock parity p, whether the push there is read
+     * in place and not reduced yet (bit p) and whether the worker asked
+     * for it to be released before it landed (bit 2 + p). */
     const void **in_place;
     uint8_t *held;
 } eng_wlink_t;
@@ -358,12 +361,26 @@ void eng_agg_join(strata_ctx_t *ctx, eng_wlink_t *l, int widx);
 /* Where worker l's push of `clock` for the partition lands. */
 void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
                int64_t clock);
+
+/* ---- agg_zcopy.c ---- */
+
 /* Where worker l's push of `clock` for partition i is read: in place, or
  * its slot. */
 const void *eng_src_addr(const eng_agg_t *a, const eng_wlink_t *l, uint32_t i,
                          int64_t clock);
-/* A reduction read worker w's push of its clock wc on partition i: if in
- * place, the worker may have its gradients back (CONSUMED). */
+/* After the serve that followed a reduction: it read worker w's push of
+ * its clock wc on partition i; if in place, the worker may have its
+ * gradients back (the model write of a later clock says so, else
+ * CONSUMED). */
 void eng_agg_consumed(strata_ctx_t *ctx, uint32_t i, uint32_t w, int64_t wc);
+/* l's push of clock c on partition i, read in place, landed. */
+void eng_agg_held(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i, int64_t c);
+/* RELEASE; false: malformed or unexpected. */
+bool eng_agg_on_release(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r);
+/* The worker's connection closes, and its mappings with it: what it
+ * announced in place and is not reduced yet is copied into its slots,
+ * where a push that counts is read from then on. Its memory no longer
+ * changes: the worker is gone, or waits for a CONSUMED that cannot come. */
+void eng_wlink_unmap(strata_ctx_t *ctx, eng_wlink_t *l);
 
 #endif /* STRATA_ENGINE_AGGREGATOR_H */

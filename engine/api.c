@@ -78,6 +78,8 @@ strata_status_t strata_wait(strata_request_t **req, int timeout_ms)
         util_error("strata_wait: no request given");
         return STRATA_ERR_INVALID;
     }
+    if ((*req)->kind == ENG_REQ_PUSH)
+        eng_worker_waits((*req)->ctx, *req);
     return eng_req_wait_put(req, timeout_ms);
 }
 
@@ -87,6 +89,8 @@ strata_status_t strata_test(strata_request_t **req, bool *done_out)
         util_error("strata_test: no request or no done_out given");
         return STRATA_ERR_INVALID;
     }
+    if ((*req)->kind == ENG_REQ_PUSH)
+        eng_worker_waits((*req)->ctx, *req);
     bool done;
     strata_status_t st = eng_req_test(req, &done);
     *done_out = done;

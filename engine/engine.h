@@ -114,6 +114,9 @@ typedef enum eng_cmd_type {
     ENG_CMD_ROUND, /* rounds: local steps of a round, to the aggregators */
     ENG_CMD_EPOCH, /* gssp: an epoch ended (GDTopK's schedule) */
     ENG_CMD_LR,    /* a learning rate from a clock on, to the aggregators */
+    /* zero copy: the application waits on a push of a clock not pushed
+     * whole (no request) */
+    ENG_CMD_RELEASE,
 } eng_cmd_type_t;
 
 struct eng_cmd {
@@ -142,6 +145,7 @@ struct eng_cmd {
             int64_t clock;
             double lr;
         } lr;
+        int64_t release_clock;
     } u;
 };
 
@@ -167,7 +171,7 @@ struct strata_request {
     eng_req_kind_t kind;
     _Atomic int done;
     strata_status_t status;
-    int64_t clock;        /* PULL: the clock awaited */
+    int64_t clock;        /* PULL: the clock awaited; PUSH: its clock */
     util_gate_t *gate;    /* PULL: raised to the clock every buffer holds */
     uint32_t outstanding; /* PUSH: tensors not yet fully written */
     uint32_t ntensors;    /* PUSH: the tensors, in tensors[] */
@@ -487,6 +491,10 @@ strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
                                 size_t ntensors, strata_request_t **req_out);
 strata_status_t eng_worker_pull(strata_ctx_t *ctx, int64_t clock,
                                 strata_request_t **req_out);
+/* strata_wait or strata_test on push req: with zero copy, the pushes of a
+ * clock not pushed whole are released from then on (the aggregators copy
+ * their gradients: they read them in place only once the clock is whole). */
+void eng_worker_waits(strata_ctx_t *ctx, const strata_request_t *req);
 /* Announce the aggregators' learning rate from the first clock this worker
  * has not begun to push. */
 strata_status_t eng_worker_set_lr(strata_ctx_t *ctx, double lr);

@@ -70,6 +70,19 @@ strata_status_t eng_send(eng_peer_t *peer, const eng_wbuf_t *w, void *op_ctx)
     return STRATA_OK;
 }
 
+void eng_send_part_clock(eng_peer_t *peer, unsigned type, uint32_t part,
+                         int64_t clock)
+{
+    unsigned char buf[16];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), type);
+    eng_put_u32(&m, part);
+    eng_put_i64(&m, clock);
+    if (eng_send(peer, &m, NULL) != STRATA_OK)
+        util_debug("cannot send %s to %s", eng_msg_name(type),
+                   eng_peer_name(peer));
+}
+
 bool eng_msgq_flush(eng_msgq_t *q)
 {
     bool any = false;

@@ -74,6 +74,11 @@ const char *eng_peer_name(eng_peer_t *peer);
  * peer's backlog, sent before anything later (control messages are rare).
  * Failures are the caller's to report. */
 strata_status_t eng_send(eng_peer_t *peer, const eng_wbuf_t *w, void *op_ctx);
+/* Send a message of a partition and a clock (zero copy's CONSUMED and
+ * RELEASE). A link that broke fails the job (or drops the worker) through
+ * its disconnect, so a failure here is only logged. */
+void eng_send_part_clock(eng_peer_t *peer, unsigned type, uint32_t part,
+                         int64_t clock);
 
 /* Closes the peer's endpoint, if open, and forgets the messages waiting
  * for it: the peer may be freed next. */

@@ -72,7 +72,10 @@
                          chunk of a fragment of a lost shard's stripe */       \
     X(REBUILT, 44)    /* aggregator -> coordinator: a lost shard rebuilt */    \
     X(GRADS, 45)      /* worker -> aggregator: partitions it reads in place */ \
-    X(CONSUMED, 46)   /* aggregator -> worker: a push read in place reduced */
+    X(CONSUMED, 46)   /* aggregator -> worker: a push read in place reduced    \
+                         (when no model write says so at once) */              \
+    X(RELEASE, 47)    /* worker -> aggregator: copy a push read in place,      \
+                         the application waits on it */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without BEAT, or without the job incarnation) is

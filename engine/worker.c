@@ -73,6 +73,7 @@ strata_status_t eng_worker_create(strata_ctx_t *ctx)
     eng_steptime_init(&w->steptime);
     util_keymap_init(&w->names);
     w->announced = -1;
+    w->release_clock = -1;
     ctx->worker = w;
     ctx->role_ops = &eng_worker_role;
     return STRATA_OK;
@@ -439,10 +440,25 @@ static void eng_push_topk(strata_ctx_t *ctx, uint32_t p, int64_t c)
     }
 }
 
+/* Partition p's push of clock c, read in place and not consumed yet: its
+ * aggregator copies it and says CONSUMED (before or after the notice: it
+ * waits for whichever comes last). */
+static void eng_zc_release(strata_ctx_t *ctx, uint32_t p, int64_t c)
+{
+    eng_worker_t *w = ctx->worker;
+    eng_link_t *l = eng_link_of(w, p);
+    uint32_t si = w->layout->parts[p].held_index;
+    if (!l->in_place || !l->in_place[si] || l->zc_queued[si] != c ||
+        l->zc_consumed[si] >= c)
+        return;
+    eng_send_part_clock(&l->peer, ENG_MSG_RELEASE, si, c);
+}
+
 /* Partition p of clock c is complete: queued for its aggregator, as its
  * pieces' writes or, read in place, one notice. */
-static void eng_push_part(eng_worker_t *w, uint32_t p, int64_t c)
+static void eng_push_part(strata_ctx_t *ctx, uint32_t p, int64_t c)
 {
+    eng_worker_t *w = ctx->worker;
     eng_link_t *l = eng_link_of(w, p);
     uint32_t si = w->layout->parts[p].held_index;
     eng_link_enqueue(l, p, ENG_OP_GRAD, c);
@@ -450,17 +466,47 @@ static void eng_push_part(eng_worker_t *w, uint32_t p, int64_t c)
         l->zc_queued[si] = c;
         w->in_place_out[c & 1]++;
         w->unlanded[c & 1]++;
+        if (w->release_clock == c)
+            eng_zc_release(ctx, p, c);
     } else
         w->unlanded[c & 1] += w->layout->parts[p].npieces;
 }
 
-/* CONSUMED: an aggregator reduced a push it read in place; its pieces are
- * done with their gradient buffers. */
-static void eng_worker_on_consumed(strata_ctx_t *ctx, eng_link_t *l,
-                                   eng_rbuf_t *r)
+/* ENG_CMD_RELEASE: the application waits on a push of clock c before that
+ * clock is whole. The aggregators would read its partitions in place only
+ * once the clock is (PUSHED): they copy them now instead, and those queued
+ * later in clock c as they come (eng_push_part). */
+static void eng_worker_release(strata_ctx_t *ctx, int64_t c)
+{
+    eng_worker_t *w = ctx->worker;
+    w->release_clock = c;
+    for (uint32_t p = 0; p < w->layout->nparts; p++)
+        eng_zc_release(ctx, p, c);
+}
+
+/* Partition si of link l: its push of clock c, read in place, was reduced
+ * (or copied); its pieces are done with their gradient buffers. */
+static void eng_zc_consume(strata_ctx_t *ctx, eng_link_t *l, uint32_t si,
+                           int64_t c)
 {
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
+    l->zc_consumed[si] = c;
+    const eng_partition_t *part = &lay->parts[lay->held_parts[l->agg][si]];
+    for (uint32_t k = 0; k < part->npieces; k++) {
+        const eng_piece_t *pc = &lay->pieces[part->first_piece + k];
+        eng_piece_done(ctx, w->tensors[pc->tensor].push_req[c & 1], STRATA_OK);
+    }
+    if (--w->in_place_out[c & 1] == 0)
+        eng_worker_unpark(ctx);
+}
+
+/* CONSUMED: an aggregator reduced (or copied) a push it read in place, and
+ * no model write said so. */
+static void eng_worker_on_consumed(strata_ctx_t *ctx, eng_link_t *l,
+                                   eng_rbuf_t *r)
+{
+    const eng_layout_t *lay = ctx->worker->layout;
     uint32_t si = eng_get_u32(r);
     int64_t c = eng_get_i64(r);
     if (!eng_rbuf_ok(r) || !l->in_place || si >= lay->held_nparts[l->agg] ||
@@ -472,14 +518,7 @@ static void eng_worker_on_consumed(strata_ctx_t *ctx, eng_link_t *l,
                       si, (long long)c, eng_peer_name(&l->peer));
         return;
     }
-    l->zc_consumed[si] = c;
-    const eng_partition_t *part = &lay->parts[lay->held_parts[l->agg][si]];
-    for (uint32_t k = 0; k < part->npieces; k++) {
-        const eng_piece_t *pc = &lay->pieces[part->first_piece + k];
-        eng_piece_done(ctx, w->tensors[pc->tensor].push_req[c & 1], STRATA_OK);
-    }
-    if (--w->in_place_out[c & 1] == 0)
-        eng_worker_unpark(ctx);
+    eng_zc_consume(ctx, l, si, c);
 }
 
 /* A push of the current clock: checked first, then each tensor's pieces
@@ -518,7 +557,7 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
             if (w->topk && eng_topk_push_covers(w->topk, p))
                 eng_push_topk(ctx, p, c);
             else
-                eng_push_part(w, p, c);
+                eng_push_part(ctx, p, c);
         }
     }
     w->npushed += n;
@@ -691,6 +730,14 @@ static void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
         return;
     }
     const eng_partition_t *part = &w->layout->parts[p];
+    uint32_t si = part->held_index;
+    /* Zero copy: the aggregator serves the model of clock c only once it
+     * reduced this worker's push of c - 1 (eng_may_serve), so that push is
+     * consumed if no CONSUMED said so already. */
+    if (l->in_place && l->in_place[si] &&
+        l->zc_consumed[si] == w->pulled[p] - 1 &&
+        l->zc_queued[si] >= w->pulled[p])
+        eng_zc_consume(ctx, l, si, w->pulled[p]);
     if (l->stage)
         eng_unstage(ctx, l, part);
     atomic_fetch_add_explicit(&ctx->cnt.bytes_pulled, part->bytes,
@@ -745,6 +792,11 @@ static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
             eng_worker_send_lr(ctx, cmd);
         return;
     }
+    if (cmd->type == ENG_CMD_RELEASE) {
+        if (st == STRATA_OK)
+            eng_worker_release(ctx, cmd->u.release_clock);
+        return;
+    }
     if (st != STRATA_OK && cmd->type != ENG_CMD_FINALIZE &&
         cmd->type != ENG_CMD_FREE) {
         eng_req_complete(ctx, req, st);
@@ -776,6 +828,7 @@ static void eng_worker_cmd(strata_ctx_t *ctx, eng_cmd_t *cmd)
     case ENG_CMD_ROUND:
     case ENG_CMD_EPOCH:
     case ENG_CMD_LR:
+    case ENG_CMD_RELEASE:
         return; /* taken above */
     }
     eng_req_complete(ctx, req, st);

@@ -27,8 +27,13 @@
  * contiguous in one strata_alloc block, the aggregator reduces them where
  * they are (GRADS at the commit says which). The push is then a zero-length
  * write carrying the immediate, counted for PUSHED like any write; its
- * pieces complete only when the aggregator says it reduced them (CONSUMED),
- * so the application cannot write the gradients before they were read.
+ * pieces complete only when the aggregator says it reduced them, so the
+ * application cannot write the gradients before they were read: the model
+ * write of the next clock says so (the aggregator serves it only after that
+ * reduction), or CONSUMED where no model write follows at once. The
+ * reduction waits for the whole clock (PUSHED): once the application waits
+ * on a push before its clock is whole, that clock's pushes are released
+ * (RELEASE: the aggregator copies each into its slot, then says CONSUMED).
  *
  * Pull: the aggregators write the model into the parameter buffers (or, where
  * a transport cannot reach the user's memory, into a staging buffer copied on
@@ -124,6 +129,7 @@ typedef struct eng_worker_api {
     uint32_t npushed;   /* tensors pushed in that clock */
     bool committed;     /* the layout is */
     int64_t *pushed_at; /* [ntensors]: last clock pushed in */
+    int64_t released;   /* the last clock RELEASE was asked for, -1 */
     uint32_t epochs;    /* strata_epoch_end calls */
 } eng_worker_api_t;
 
@@ -146,6 +152,8 @@ struct eng_worker {
      * consumed yet; a push of clock c waits for those of c - 2 (it takes
      * their requests' places). */
     uint32_t in_place_out[2];
+    bool reads_in_place;   /* some partition is (set by the commit) */
+    int64_t release_clock; /* pushes of this clock are released (-1) */
     int64_t announced;
     bool write_failed;
     uint32_t npushed;  /* tensors pushed in the current clock */

@@ -91,6 +91,7 @@ strata_status_t eng_worker_commit_start(strata_ctx_t *ctx,
         return STRATA_ERR_NOMEM;
     for (uint32_t i = 0; i < nt; i++)
         api->pushed_at[i] = -1;
+    api->released = -1;
     eng_cmd_t cmd = {.type = ENG_CMD_COMMIT};
     cmd.req = eng_req_get(ctx, ENG_REQ_CMD);
     if (!cmd.req)
@@ -200,6 +201,7 @@ strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
         return STRATA_ERR_NOMEM;
     strata_status_t st = eng_push_args(ctx, req, tensors, ntensors);
     req->pushed_ns = util_now_ns(); /* gssp's step times, the hand-off */
+    req->clock = ctx->worker->api.clock;
     eng_cmd_t cmd = {.type = ENG_CMD_PUSH, .req = req};
     if (st == STRATA_OK)
         st = eng_cmd_submit(ctx, &cmd);
@@ -210,6 +212,18 @@ strata_status_t eng_worker_push(strata_ctx_t *ctx, const int *tensors,
     eng_push_count(ctx, req);
     *req_out = req;
     return STRATA_OK;
+}
+
+void eng_worker_waits(strata_ctx_t *ctx, const strata_request_t *req)
+{
+    eng_worker_t *w = ctx->worker;
+    if (!w->reads_in_place || req->clock != w->api.clock ||
+        w->api.released == req->clock ||
+        atomic_load_explicit(&req->done, memory_order_acquire))
+        return;
+    eng_cmd_t cmd = {.type = ENG_CMD_RELEASE, .u.release_clock = req->clock};
+    if (eng_cmd_submit(ctx, &cmd) == STRATA_OK)
+        w->api.released = req->clock;
 }
 
 /* The learning rate of the aggregators' SGD from the first clock this

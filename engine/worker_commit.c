@@ -253,7 +253,7 @@ static strata_status_t eng_send_grads(strata_ctx_t *ctx, eng_link_t *l)
         if (st != STRATA_OK)
             break;
         l->in_place[i] = true;
-        b->read_in_place = true;
+        b->read_in_place = w->reads_in_place = true;
         if (eng_wbuf_room(&m) < 36) {
             st = eng_send(&l->peer, &m, NULL);
             eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_GRADS);

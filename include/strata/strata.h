@@ -209,11 +209,15 @@ strata_status_t strata_commit(strata_ctx_t *ctx);
  * leaves when every tensor in it has been pushed, so pushing tensors as
  * backpropagation produces them overlaps communication with computation.
  * When every tensor has been pushed the clock advances. The request completes
- * when the gradient buffers may be written again: over shm, for gradients in
- * strata_alloc memory, once the aggregators reduced them in place
- * (STRATA_ZERO_COPY), which needs the clock's every tensor pushed, so push
- * a whole clock before waiting on a part of it. Any number of requests may
- * be outstanding (the pool grows; STRATA_ERR_NOMEM when memory runs out). */
+ * when the gradient buffers may be written again, which is once every
+ * tensor sharing a partition with its tensors was pushed too (a partition
+ * leaves whole): over shm, for gradients in strata_alloc memory, once the
+ * aggregators reduced them in place (STRATA_ZERO_COPY), which they do once
+ * the clock's every tensor is pushed. strata_wait or strata_test on a push
+ * of a clock not pushed whole has that clock's gradients copied instead,
+ * so such a push completes without the rest of its clock, at the cost of
+ * the copy. Any number of requests may be outstanding (the pool grows;
+ * STRATA_ERR_NOMEM when memory runs out). */
 strata_status_t strata_push(strata_ctx_t *ctx, const int *tensors,
                             size_t ntensors, strata_request_t **req_out);
 

@@ -54,6 +54,8 @@
  * gradients shows as a wrong model. --try-free: strata_free of the
  * gradients' block, read in place, after the commit (it must be refused:
  * freed, the next step's writes into it would fault).
+ * --split K (with --scribble): tensors 0..K-1 are pushed, waited on and
+ * overwritten before the others are pushed.
  * Failure injection: --mismatch (worker 1 registers a different layout),
  * --die-at N (worker 1 kills itself at step N), --stop-at N (worker 1 stops,
  * SIGSTOP, at step N: connected, but silent until continued),
@@ -86,6 +88,7 @@ typedef struct opts {
     float lr, momentum; /* for --check momentum */
     bool alloc, alloc_grad, scribble, mismatch, sleep, try_free;
     int die_at, stop_at, die_after_push;
+    int split;      /* --split K: tensors 0..K-1 pushed and waited on first */
     int slow_start; /* V's first steps 50 ms longer (--slow-start N) */
     int resume;     /* clocks the model had when the job started */
     int victim;     /* -1: none */
@@ -453,20 +456,38 @@ static void die_after_push(strata_ctx_t *ctx, int w)
     raise(SIGKILL);
 }
 
-/* A step whose gradients are overwritten as soon as the push completes,
- * before the pull: what the push promised is that they may be. */
-static strata_status_t step_scribbling(strata_ctx_t *ctx)
+/* Tensors [from, to) pushed, waited on and overwritten at once. */
+static strata_status_t push_scribbling(strata_ctx_t *ctx, int from, int to)
 {
-    strata_request_t *push, *pull;
-    strata_status_t st = strata_push(ctx, NULL, 0, &push);
+    int ids[NT];
+    for (int t = from; t < to; t++)
+        ids[t - from] = t;
+    strata_request_t *push;
+    strata_status_t st =
+        from == 0 && to == NT
+            ? strata_push(ctx, NULL, 0, &push)
+            : strata_push(ctx, ids, (size_t)(to - from), &push);
     if (st == STRATA_OK)
         st = strata_wait(&push, -1);
-    if (st != STRATA_OK)
-        return st;
-    for (int t = 0; t < NT; t++)
+    for (int t = from; t < to && st == STRATA_OK; t++)
         for (size_t j = 0; j < sizes[t]; j++)
             grad[t][j] = 1e9f;
-    st = strata_pull(ctx, strata_clock(ctx), &pull);
+    return st;
+}
+
+/* A step whose gradients are overwritten as soon as the push completes,
+ * before the pull: what the push promised is that they may be. With
+ * --split K, tensors 0..K-1 are pushed and waited on before the rest (a
+ * framework's hook that waits): that push completes without the rest of
+ * its clock. */
+static strata_status_t step_scribbling(strata_ctx_t *ctx, int split)
+{
+    strata_request_t *pull;
+    strata_status_t st = split > 0 ? push_scribbling(ctx, 0, split) : STRATA_OK;
+    if (st == STRATA_OK)
+        st = push_scribbling(ctx, split, NT);
+    if (st == STRATA_OK)
+        st = strata_pull(ctx, strata_clock(ctx), &pull);
     return st == STRATA_OK ? strata_wait(&pull, -1) : st;
 }
 
@@ -552,7 +573,7 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
             usleep(50 * 1000);
         if (c == o->die_after_push && !rejoined)
             die_after_push(ctx, w);
-        st = o->scribble ? step_scribbling(ctx) : strata_step(ctx);
+        st = o->scribble ? step_scribbling(ctx, o->split) : strata_step(ctx);
         if (st != STRATA_OK)
             return fail_status("step", st);
         for (int t = 0; t < NT; t++)
@@ -609,6 +630,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"alloc-grad", no_argument, NULL, 'G'},
         {"scribble", no_argument, NULL, 'b'},
         {"try-free", no_argument, NULL, 'f'},
+        {"split", required_argument, NULL, 'Y'},
         {"mismatch", no_argument, NULL, 'm'},
         {"sleep", no_argument, NULL, 'z'},
         {"slow-start", required_argument, NULL, 'S'},
@@ -656,6 +678,11 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'f':
             o->try_free = true;
+            break;
+        case 'Y':
+            o->split = atoi(optarg);
+            if (o->split < 0 || o->split >= NT)
+                return -1;
             break;
         case 'm':
             o->mismatch = true;

@@ -7,7 +7,8 @@
 # worker that kills itself right after its push is out, before the others
 # push that clock, leaves the job exact: its push is reduced from what it
 # left (or not at all), never half. strata_free refuses the block the
-# aggregators read.
+# aggregators read. A push waited on before the rest of its clock
+# completes, its gradients copied (--split).
 RUN=$1 EXACT=$2
 source "$(dirname "$0")/common.sh"
 export STRATA_TRANSPORT=shm
@@ -30,6 +31,11 @@ zjob 3 2 -- --steps 6 --try-free
 [ "$(grep -c 'strata_free: .* holds gradients the aggregators read in place' <<<"$out")" -eq 3 ] ||
   fail "strata_free did not refuse the gradients read in place: $out"
 zjob 1 1 -- --steps 4
+echo "-- a push waited on before the rest of its clock is pushed"
+# Partitions of 1216 floats: tensors 0-3 (6080) fill five exactly, so the
+# push of 0-3 shares none with tensor 4; over 2 aggregators its reduction
+# waits for the whole clock, and the wait has it copied instead.
+zjob 3 2 STRATA_PARTITION_BYTES=4864 -- --steps 6 --split 4
 zjob 4 2 STRATA_POLICY=ssp STRATA_STALENESS=1 -- \
   --steps 10 --check stale --staleness 1
 zjob 3 2 STRATA_POLICY=asp -- --steps 10 --check stale --staleness inf
