@@ -21,6 +21,20 @@ job() {
     fail "not every worker reported exact results: $out"
 }
 
+# restarted WHAT SECONDS N EXACT COMMAND...: COMMAND runs a job under
+# strata-run --restart in which a worker dies and is started again: it must
+# end within SECONDS, with N workers reporting EXACT (a grep pattern) and
+# the coordinator logging the rejoin. The output stays in $OUT.
+restarted() {
+  local what=$1 limit=$2 n=$3 exact=$4
+  shift 4
+  OUT=$(within "$limit" "$@" 2>&1) || fail "$what: the job did not go on: $OUT"
+  [ "$(grep -c "$exact" <<<"$OUT")" -eq "$n" ] ||
+    fail "$what: not every worker was exact: $OUT"
+  grep -qE "worker rank [0-9]+ .* rejoined: it trains from clock" <<<"$OUT" ||
+    fail "$what: no rejoin logged: $OUT"
+}
+
 # by_hand W S PROGRAM ARGS...: start every rank directly (no strata-run, so
 # that no launcher stops the others) and wait for all; logs and exit codes
 # land in $LDIR. ENV_OF_RANK[r] adds VAR=value settings to rank r.

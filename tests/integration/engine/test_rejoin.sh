@@ -112,19 +112,17 @@ rejoined() {
 # the others stays exact (sum) and every process there ends exact.
 twice() {
   echo "-- bsp under strata-run --restart 2: worker rank $VICTIM dies, and again $1 steps after it rejoined"
-  local mark out
+  local mark
   mark=$(mktemp -u "${TMPDIR:-/tmp}/strata-rejoin.XXXXXX")
-  out=$(within 90 env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S --restart 2 -- \
-    "$EXACT" --steps 600 --sleep --check sum --die-at 20 --rejoin \
-    --die-again "$1,$mark" --victim $((VICTIM - S)) 2>&1) ||
-    fail "a worker killed twice (again after $1 steps): the job did not go on: $out"
+  restarted "a worker killed twice (again after $1 steps)" 90 3 \
+    '600 steps exact' env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S \
+    --restart 2 -- "$EXACT" --steps 600 --sleep --check sum --die-at 20 \
+    --rejoin --die-again "$1,$mark" --victim $((VICTIM - S))
   rm -f "$mark"
-  [ "$(grep -c '600 steps exact' <<<"$out")" -eq 3 ] ||
-    fail "a worker killed twice (again after $1 steps): not every worker was exact: $out"
-  grep -q "worker 1: dies again at clock" <<<"$out" ||
-    fail "the victim's second process did not die: $out"
-  [ "$(grep -cE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$out")" -eq 2 ] ||
-    fail "a worker killed twice (again after $1 steps) did not rejoin twice: $out"
+  grep -q "worker 1: dies again at clock" <<<"$OUT" ||
+    fail "the victim's second process did not die: $OUT"
+  [ "$(grep -cE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$OUT")" -eq 2 ] ||
+    fail "a worker killed twice (again after $1 steps) did not rejoin twice: $OUT"
 }
 # lagging: a second rejoin while a partition still lags the first. Worker
 # rank 2 is stopped (SIGSTOP; a long timeout keeps it in the job), so the
@@ -219,15 +217,11 @@ rejoined bsp STRATA_OPTIMIZER=sum -- --check sum
 rejoined asp STRATA_LR=$lr -- --check stale --staleness inf
 if [ "$TRANSPORT" = shm ]; then
   echo "-- bsp under strata-run --restart 1: worker rank $VICTIM dies at its step 20"
-  out=$(within 60 env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S --restart 1 -- \
-    "$EXACT" --steps 1000 --sleep --check sum --die-at 20 --rejoin \
-    --victim $((VICTIM - S)) 2>&1) ||
-    fail "under strata-run --restart the job did not go on: $out"
-  [ "$(grep -c '1000 steps exact' <<<"$out")" -eq 3 ] ||
-    fail "under strata-run --restart not every worker was exact: $out"
-  grep -q "strata-run: starting rank $VICTIM (worker) again" <<<"$out" ||
-    fail "strata-run did not say it starts rank $VICTIM again: $out"
-  grep -qE "worker rank $VICTIM .* rejoined: it trains from clock" <<<"$out" ||
-    fail "no rejoin under strata-run: $out"
+  restarted "under strata-run --restart" 60 3 '1000 steps exact' \
+    env STRATA_OPTIMIZER=sum "$RUN" -n $W -a $S --restart 1 -- "$EXACT" \
+    --steps 1000 --sleep --check sum --die-at 20 --rejoin \
+    --victim $((VICTIM - S))
+  grep -q "strata-run: starting rank $VICTIM (worker) again" <<<"$OUT" ||
+    fail "strata-run did not say it starts rank $VICTIM again: $OUT"
 fi
 echo "a worker killed and started again over $TRANSPORT: back in the job, exact"
