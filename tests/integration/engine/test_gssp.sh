@@ -39,16 +39,29 @@ shares() { [ "$(group_at 0 "$2")" = "$(group_at "$1" "$2")" ]; }
 # at load 6-11). --drain bounds the zero-gradient steps worker 0 takes at
 # the end until the slow workers' last pushes reach it (it stops as soon
 # as they have: a hang bound).
+# Exactness must hold in every run; the groups follow measured speeds, which
+# a loaded machine can still blur (three equally slow workers measured
+# apart and put in three groups, once at load 23), so a run whose groups
+# miss the pattern is run once more, and the pattern must show in one.
 speeds=(--steps 54 --move-at 18,36 --fast-ms 8 --slow-ms 90 --drain 4000)
-for extra in "" STRATA_INTRA_STALENESS=2 STRATA_INTER_STALENESS=1; do
-  gssp 3 2 $extra -- "${speeds[@]}"
-  grep -q "regroup 3 done" <<<"$OUT" || fail "$extra: no third regroup: $OUT"
+# regrouped: why worker 0's groups in $OUT miss the pattern, or nothing.
+regrouped() {
+  grep -q "regroup 3 done" <<<"$OUT" || { echo "no third regroup"; return; }
   { ! shares 1 17 && ! shares 2 17; } ||
-    fail "$extra: worker 0 was with the slow ones while fast: $OUT"
+    { echo "worker 0 was with the slow ones while fast"; return; }
   { shares 1 35 || shares 2 35; } ||
-    fail "$extra: worker 0 did not join the slow ones: $OUT"
+    { echo "worker 0 did not join the slow ones"; return; }
   { ! shares 1 53 && ! shares 2 53; } ||
-    fail "$extra: worker 0 did not leave the slow ones: $OUT"
+    echo "worker 0 did not leave the slow ones"
+}
+for extra in "" STRATA_INTRA_STALENESS=2 STRATA_INTER_STALENESS=1; do
+  for try in 1 2; do
+    gssp 3 2 $extra -- "${speeds[@]}"
+    why=$(regrouped)
+    [ -z "$why" ] && break
+    [ "$try" -eq 2 ] && fail "$extra: $why (twice): $OUT"
+    echo "$extra: $why; once more (groups follow measured speeds)" >&2
+  done
 done
 dense=$(sed -n 's/^worker 0: .*(\([0-9]*\) bytes pushed).*/\1/p' <<<"$OUT")
 
