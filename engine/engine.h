@@ -341,11 +341,13 @@ bool eng_loop_once(strata_ctx_t *ctx);
 typedef struct eng_idle {
     uint64_t since_ns, last_ns;
 } eng_idle_t;
-/* What the thread does after a turn that did nothing: while both this
- * spell and the previous one are within STRATA_SPIN_US it yields the core
+/* What the thread does after each turn (busy: it did something), the one
+ * keeper of *idle. A busy turn ends the idle spell and keeps its length.
+ * An idle turn starts or continues the spell; while both this spell and
+ * the previous one are within STRATA_SPIN_US the thread yields the core
  * and returns false, to turn again; else it sleeps until an event, a
  * command or a timer, and returns true. */
-bool eng_loop_idle(strata_ctx_t *ctx, eng_idle_t *idle);
+bool eng_loop_after_turn(strata_ctx_t *ctx, eng_idle_t *idle, bool busy);
 /* Asks the thread to stop and joins it. */
 void eng_loop_stop(strata_ctx_t *ctx);
 /* Queue a command (waiting while the queue is full, up to the timeout) and

@@ -307,8 +307,15 @@ bool eng_loop_once(strata_ctx_t *ctx)
  * eventfd write and two context switches per hop. Only while idle spells
  * are that short: a thread whose last wait was longer (a large model's
  * reduce, a loaded machine) would poll in vain, on a core others need. */
-bool eng_loop_idle(strata_ctx_t *ctx, eng_idle_t *idle)
+bool eng_loop_after_turn(strata_ctx_t *ctx, eng_idle_t *idle, bool busy)
 {
+    if (busy) {
+        if (idle->since_ns) {
+            idle->last_ns = util_now_ns() - idle->since_ns;
+            idle->since_ns = 0;
+        }
+        return false;
+    }
     uint64_t now = util_now_ns();
     if (!idle->since_ns)
         idle->since_ns = now;
@@ -327,14 +334,8 @@ static void *eng_loop_main(void *arg)
     util_log_set_rank(ctx->rank);
     eng_timer_due(ctx, &ctx->join_timer); /* connect at once */
     eng_idle_t idle = {0, 0};
-    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
-        if (!eng_loop_once(ctx))
-            eng_loop_idle(ctx, &idle);
-        else if (idle.since_ns) {
-            idle.last_ns = util_now_ns() - idle.since_ns;
-            idle.since_ns = 0;
-        }
-    }
+    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire))
+        eng_loop_after_turn(ctx, &idle, eng_loop_once(ctx));
     return NULL;
 }
 

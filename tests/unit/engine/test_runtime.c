@@ -367,7 +367,8 @@ static void commands_wake_only_a_sleeping_thread(void **state)
 /* A progress thread that found nothing to do polls on (the command eventfd
  * left unread) while this idle spell and the one before are within
  * STRATA_SPIN_US, and sleeps (the eventfd, written first, ends the sleep at
- * once and is read) when either is longer. */
+ * once and is read) when either is longer. A busy turn ends the spell and
+ * keeps its length for the next one. */
 static void idle_thread_polls_then_sleeps(void **state)
 {
     (void)state;
@@ -382,10 +383,15 @@ static void idle_thread_polls_then_sleeps(void **state)
     };
     for (int i = 0; i < 3; i++) {
         assert_int_equal(write(ctx->cmd_efd, &one, sizeof(one)), sizeof(one));
-        assert_int_equal(eng_loop_idle(ctx, &spells[i]), i > 0);
+        assert_int_equal(eng_loop_after_turn(ctx, &spells[i], false), i > 0);
         assert_false(atomic_load(&ctx->sleeping));
         assert_int_equal(wakes(ctx), i == 0);
     }
+    assert_false(eng_loop_after_turn(ctx, &spells[1], true));
+    assert_int_equal(spells[1].since_ns, 0);
+    assert_true(spells[1].last_ns >= long_ns);
+    assert_false(eng_loop_after_turn(ctx, &spells[1], true)); /* kept */
+    assert_true(spells[1].last_ns >= long_ns);
     job_end();
 }
 
