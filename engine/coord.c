@@ -658,6 +658,9 @@ static void eng_coord_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
     case ENG_MSG_REBUILT:
         eng_coord_on_rebuilt(ctx, m, r);
         break;
+    case ENG_MSG_LOST:
+        eng_coord_on_lost(ctx, m, r);
+        break;
     case ENG_MSG_REJOIN_AT:
         eng_coord_on_rejoin_at(ctx, m, r);
         break;

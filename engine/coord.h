@@ -41,6 +41,11 @@ typedef struct eng_member {
      * at the agreed clock. */
     int64_t prot_said;
     uint32_t prot_crc, agreed_crc;
+    /* A worker's LOST: its link to aggregator lost_agg broke, and the first
+     * clock it cannot push without it. */
+    bool said_lost;
+    uint32_t lost_agg;
+    int64_t lost_first;
     char name[ENG_PEER_NAME_MAX]; /* eng_member_name's, after HELLO */
 } eng_member_t;
 
@@ -116,6 +121,8 @@ bool eng_coord_protect_hold(strata_ctx_t *ctx, eng_member_t *m,
                             strata_status_t st, const char *reason);
 /* REBUILT: the rebuilder's outcome. */
 void eng_coord_on_rebuilt(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+/* LOST: a worker's link to an aggregator broke. */
+void eng_coord_on_lost(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
 /* Every beat: a rebuild past its deadline fails the job. */
 void eng_coord_protect_check(strata_ctx_t *ctx);
 

@@ -171,6 +171,27 @@ bool eng_coord_protect_hold(strata_ctx_t *ctx, eng_member_t *m,
     return true;
 }
 
+/* LOST: a worker's link to an aggregator broke, and the first clock it
+ * cannot push without it (what the resume clock of a takeover is agreed
+ * from). */
+void eng_coord_on_lost(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
+{
+    uint32_t agg = eng_get_u32(r);
+    int64_t first = eng_get_i64(r);
+    if (!eng_rbuf_ok(r) || m->peer.rank < ctx->naggs ||
+        agg >= (uint32_t)ctx->naggs || first < 0 || m->said_lost) {
+        eng_fail(ctx, STRATA_ERR_PROTO, "malformed or repeated LOST from %s",
+                 eng_member_name(m));
+        return;
+    }
+    m->said_lost = true;
+    m->lost_agg = agg;
+    m->lost_first = first;
+    util_debug("%s lost aggregator rank %u: it cannot push clock %" PRId64
+               " without it",
+               eng_member_name(m), agg, first);
+}
+
 void eng_coord_on_rebuilt(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
 {
     eng_coord_t *c = ctx->coord;

@@ -75,13 +75,19 @@
     X(CONSUMED, 46)   /* aggregator -> worker: a push read in place reduced    \
                          (when no model write says so at once) */              \
     X(RELEASE, 47)    /* worker -> aggregator: copy a push read in place,      \
-                         the application waits on it */
+                         the application waits on it */                        \
+    X(TAKEOVER, 48)   /* coordinator -> rank: a lost aggregator's shard is     \
+                         held by a survivor (the taker) from clock R on */     \
+    X(TAKEN, 49)      /* taker -> worker: a taken shard's receive slots */     \
+    X(LOST, 50)       /* worker -> coordinator: its link to an aggregator      \
+                         broke; the first clock it cannot push before a        \
+                         takeover */
 
 /* HELLO's first fields: what a rank of another program or another version
  * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 14
+#define ENG_PROTO_VERSION 15
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,
