@@ -19,7 +19,11 @@ What step() does depends on STRATA_POLICY and STRATA_OPTIMIZER (docs/python.md):
 - bsp with STRATA_OPTIMIZER=sum: the same pushes; the pull brings the sum of
   every worker's gradients, step() puts their mean into p.grad, and the
   wrapped optimizer steps locally: any optimizer, param groups and LR
-  scheduler.
+  scheduler. To edit the mean before the step (clipping), as with Horovod:
+      opt.synchronize()                       # p.grad: every worker's mean
+      torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+      with opt.skip_synchronize():
+          opt.step()
 Gradients live in one block of Strata's memory, packed in registration
 order, so that over shm the aggregators read them in place (zero copy).
 - esync and fedavg: the wrapped optimizer steps locally; step() times the
@@ -95,7 +99,7 @@ class _Slot:
     """One registered tensor: the torch tensor it serves and its buffers."""
 
     __slots__ = ("name", "tensor", "param", "grad", "id", "is_buffer",
-                 "passes", "pushed")
+                 "passes", "pushed", "version")
 
     def __init__(self, name, tensor, is_buffer=False):
         self.name = name
@@ -105,6 +109,9 @@ class _Slot:
         self.id = -1
         self.passes = 0
         self.pushed = False
+        # p.grad's version counter when its push was posted (torch bumps it
+        # at every in-place write); None once a write was reported.
+        self.version = None
 
 
 def _strata_tensor(ctx, like):
@@ -162,7 +169,7 @@ class _DistributedOptimizer:
     # BytePS do).
 
     def __init__(self, params, named_parameters, named_buffers, ctx,
-                 backward_passes_per_step, epoch_steps):
+                 backward_passes_per_step, epoch_steps, push_in_backward):
         super(self.__class__, self).__init__(params)
         self._ctx = ctx
         self._passes = backward_passes_per_step
@@ -172,6 +179,8 @@ class _DistributedOptimizer:
         # always with gradient policies, at a round's end with rounds.
         self.synced = True
         self._compute = 0.0  # seconds outside step() in this epoch (gssp)
+        # synchronize() ended this step's clock; skip_synchronize() is open.
+        self._synchronized = self._skip_sync = False
         self._pending = []
         self._grad_accs = []
         self._policy = ctx.setting("policy")
@@ -181,7 +190,7 @@ class _DistributedOptimizer:
         self._slots = self._make_slots(named_parameters, named_buffers)
         self._register()
         ctx.on_finalize(self._detach)
-        if not self._rounds:
+        if not self._rounds and push_in_backward:
             self._install_hooks()
         self._step_started = time.perf_counter()
 
@@ -325,8 +334,12 @@ class _DistributedOptimizer:
         def hook():
             if self._ctx.finalized:
                 return
+            # After a synchronize() whose step was skipped (as a gradient
+            # scaler skips one that overflowed), the next clock begins.
+            self._synchronized = False
             slot.passes += 1
             if slot.passes > self._passes:
+                slot.version = None  # its write is this error's
                 raise _state_error(
                     f"gradient of '{slot.name}' computed {slot.passes} times "
                     f"before step() (backward_passes_per_step="
@@ -357,6 +370,7 @@ class _DistributedOptimizer:
                 s.grad.copy_(s.tensor)
             else:
                 self._adopt_grad(s)
+                s.version = s.grad._version
             s.pushed = True
         self._pending.append(self._ctx.push([s.id for s in slots]))
         if len(self._pending) >= _REAP_EVERY:
@@ -366,6 +380,66 @@ class _DistributedOptimizer:
         pending, self._pending = self._pending, []
         for r in pending:
             r.wait()
+
+    def _edited(self):
+        """The gradients written after their push was posted, while the
+        aggregators could still read them (in place, with zero copy): their
+        version counters moved (an in-place write such as clipping), or
+        p.grad is another tensor now (the edit never reached the push)."""
+        edited = []
+        for s in self._slots:
+            if not s.pushed or s.is_buffer or s.version is None:
+                continue
+            g = s.tensor.grad
+            if g is None or g.data_ptr() != s.grad.data_ptr():
+                edited.append(f"'{s.name}' (p.grad replaced)")
+            elif g._version != s.version:
+                edited.append(f"'{s.name}'")
+        return edited
+
+    def _sync_clock(self):
+        """End this step's clock: push what no hook pushed (unused in this
+        forward pass, buffers, or every tensor without push_in_backward),
+        wait for the pushes, pull. In sum mode, every worker's mean into
+        p.grad."""
+        left = [s for s in self._slots if not s.pushed]
+        if left:
+            self._push(left)
+        self._wait_pushes()
+        self._ctx.pull().wait()
+        edited = self._edited()
+        for s in self._slots:
+            s.passes, s.pushed = 0, False
+        if self._sum:
+            # The mean into the gradients (p.grad): their push completed,
+            # so the aggregators no longer read them.
+            n = float(self._ctx.num_workers)
+            for total, g in zip(self._params.runs, self._grads.runs):
+                torch.div(total, n, out=g)
+            for s in self._slots:
+                if s.is_buffer:
+                    s.tensor.copy_(s.grad)
+        if edited:
+            raise _state_error(self._edited_message(edited))
+
+    def _edited_message(self, edited):
+        names = ", ".join(edited[:8]) + \
+            (f" and {len(edited) - 8} more" if len(edited) > 8 else "")
+        said = (f"gradient(s) {names} written between backward and step() "
+                f"while the aggregators could still read them in place "
+                f"(each is pushed as soon as backward produced it): ")
+        if self._sum:
+            return said + (
+                "this clock's sum may mix old and new values, and the step "
+                "was not applied. Edit the gradients after "
+                "opt.synchronize() (p.grad then holds every worker's mean), "
+                "then step() under opt.skip_synchronize()")
+        return said + (
+            "the aggregators applied a sum that may mix old and new values. "
+            "With the aggregators' SGD no worker holds the summed gradient: "
+            "to edit each worker's own before it is pushed, wrap with "
+            "push_in_backward=False; to clip the sum, use "
+            "STRATA_OPTIMIZER=sum and opt.synchronize()")
 
     # ---- the optimizer's interface ----
     @torch.no_grad()
@@ -378,22 +452,15 @@ class _DistributedOptimizer:
         if self._rounds:
             return self._round_step()
         self._compute += time.perf_counter() - self._step_started
-        left = [s for s in self._slots if not s.pushed]
-        if left:  # unused in this forward pass, or buffers
-            self._push(left)
-        self._wait_pushes()
-        self._ctx.pull().wait()
-        for s in self._slots:
-            s.passes, s.pushed = 0, False
+        if self._synchronized:
+            self._synchronized = False
+        elif self._skip_sync:
+            raise _state_error("step() under skip_synchronize() without "
+                               "synchronize() since the last step(): call "
+                               "opt.synchronize() after backward")
+        else:
+            self._sync_clock()
         if self._sum:
-            # The mean into the gradients (p.grad): their push completed,
-            # so the aggregators no longer read them.
-            n = float(self._ctx.num_workers)
-            for total, g in zip(self._params.runs, self._grads.runs):
-                torch.div(total, n, out=g)
-            for s in self._slots:
-                if s.is_buffer:
-                    s.tensor.copy_(s.grad)
             super(self.__class__, self).step()
         self._steps += 1
         if self._policy == "gssp" and self._steps % self._epoch_steps == 0:
@@ -414,6 +481,49 @@ class _DistributedOptimizer:
         self._steps += 1
         self._step_started = time.perf_counter()
         return None
+
+    def synchronize(self):
+        """Horovod's synchronize(): end this step's clock now, so that the
+        gradients can be edited (clipped, scaled, checked) before step().
+        With STRATA_OPTIMIZER=sum p.grad then holds every worker's mean (what
+        step() would apply), and the aggregators no longer read it; step()
+        (under skip_synchronize(), or not: it does not synchronize twice)
+        applies it with the wrapped optimizer. Under esync and fedavg the
+        gradients are each worker's own and models are averaged at rounds:
+        nothing to do (step() still runs the round). With the aggregators'
+        SGD (bsp, ssp, asp, gssp) the aggregators apply the update to the
+        sum and no worker ever holds it: refused (wrap with
+        push_in_backward=False to edit each worker's gradient before
+        step() pushes it)."""
+        if self._rounds:
+            return
+        if not self._sum:
+            raise _config_error(
+                f"synchronize() with STRATA_POLICY={self._policy} and the "
+                f"aggregators' SGD: they apply the update to the sum of the "
+                f"gradients, which no worker holds. To clip the sum use "
+                f"STRATA_POLICY=bsp with STRATA_OPTIMIZER=sum; to edit each "
+                f"worker's gradient before it is pushed, wrap with "
+                f"push_in_backward=False")
+        if self._ctx.finalized:
+            raise _state_error("synchronize() after the Strata context "
+                               "finalized")
+        if not self._synchronized:
+            with torch.no_grad():
+                self._sync_clock()
+            self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """step() inside applies what synchronize() left in p.grad without
+        synchronizing (Horovod's shape); it refuses to run if synchronize()
+        was not called since the last step(). No effect under esync and
+        fedavg."""
+        self._skip_sync = True
+        try:
+            yield self
+        finally:
+            self._skip_sync = False
 
     @contextlib.contextmanager
     def untimed(self):
@@ -451,6 +561,7 @@ class _DistributedOptimizer:
         if self._pending:
             raise _state_error("zero_grad() while gradients are being "
                                "pushed: call step() first")
+        self._synchronized = False  # what synchronize() left is dropped
         for s in self._slots:
             g = s.tensor.grad
             if not s.is_buffer and (g is None or
@@ -490,7 +601,7 @@ class _DistributedOptimizer:
 def DistributedOptimizer(optimizer, named_parameters=None, *,
                          named_buffers=None, backward_passes_per_step=1,
                          epoch_steps=100, context=None,
-                         retain_freed_memory=True):
+                         retain_freed_memory=True, push_in_backward=True):
     """Wrap a torch optimizer so that training goes through Strata.
 
     named_parameters: model.named_parameters() (names identify tensors
@@ -500,6 +611,14 @@ def DistributedOptimizer(optimizer, named_parameters=None, *,
         fedavg at every round, bsp with STRATA_OPTIMIZER=sum at every step);
         with the aggregators' SGD they stay each worker's own.
     backward_passes_per_step: backward passes accumulated per step().
+    push_in_backward: push each gradient from a hook as soon as backward
+        produced it (overlapping the pushes with the rest of backward); the
+        aggregators may then read it until step(), so nothing may write it
+        there (step() raises, naming it, if something did). False: step()
+        pushes every gradient, so the program may edit them between
+        backward and step() (e.g. clip each worker's gradient under the
+        aggregators' SGD); backward_passes_per_step is then whatever
+        accumulates before step().
     epoch_steps: under gssp, steps between the epoch ends that let the
         coordinator measure speeds and regroup workers.
     context: a strata.Context (default: the one strata.init() made).
@@ -524,7 +643,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, *,
                dict(_DistributedOptimizer.__dict__))
     state = optimizer.state_dict() if optimizer.state else None
     wrapped = cls(optimizer.param_groups, named_parameters, named_buffers, ctx,
-                  backward_passes_per_step, epoch_steps)
+                  backward_passes_per_step, epoch_steps, push_in_backward)
     if state is not None:
         wrapped.load_state_dict(state)
     return wrapped

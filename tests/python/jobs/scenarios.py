@@ -23,6 +23,10 @@ SCENARIOS = ["bsp", "resume", "lr_schedule", "sum", "many_requests",
 ZERO_COPY = {"STRATA_PARTITION_BYTES": "4096"}
 # Hidden units: about 20 KB of parameters (with buffers), 6 partitions.
 WIDE = {"zcopy": 64, "zcopy_sum": 256}
+# Run by tests/python/test_grad_edits.py: gradients edited between backward
+# and step() (clipping), under each mode.
+GRAD_EDITS = ["clip_sum", "clip_local", "clip_fedavg", "edit_unsynced"]
+MAX_NORM = 0.25  # below every step's gradient norm here: each step clips
 SETTINGS = {
     "bsp": {"STRATA_POLICY": "bsp", "STRATA_LR": "0.05",
             "STRATA_MOMENTUM": "0.9", "STRATA_WEIGHT_DECAY": "0.001"},
@@ -43,6 +47,12 @@ SETTINGS = {
 }
 SETTINGS["zcopy"] = dict(SETTINGS["bsp"], **ZERO_COPY)
 SETTINGS["zcopy_sum"] = dict(SETTINGS["sum"], **ZERO_COPY)
+SETTINGS["clip_sum"] = SETTINGS["sum"]
+SETTINGS["clip_local"] = {"STRATA_POLICY": "bsp", "STRATA_LR": "0.05",
+                          "STRATA_MOMENTUM": "0.9"}
+SETTINGS["clip_fedavg"] = {"STRATA_POLICY": "fedavg",
+                           "STRATA_FEDAVG_STEPS": "3"}
+SETTINGS["edit_unsynced"] = SETTINGS["extra_pass"]
 
 
 def in_block(opt, name, tensor):
@@ -84,6 +94,14 @@ def reference_step(ref, ref_opt, common, torch, step, workers, halves=False):
     for i, p in enumerate(ref.parameters()):
         p.grad = sum(g[i] for g in grads) / workers
     ref_opt.step()
+
+
+def against_reference(out, common, model, ref):
+    """model's parameters, and their largest difference from ref's."""
+    params = common.flat(model.parameters())
+    out["params"] = params.tolist()
+    out["ref_diff"] = float((params - common.flat(ref.parameters()))
+                            .abs().max())
 
 
 def run_bsp(ctx, out, common, torch, st, hidden=None):
@@ -199,10 +217,7 @@ def run_lr_schedule(ctx, out, common, torch, st):
         sched.step()
         reference_step(ref, ref_opt, common, torch, step, ctx.num_workers)
         ref_sched.step()
-    params = common.flat(model.parameters())
-    out["params"] = params.tolist()
-    out["ref_diff"] = float((params - common.flat(ref.parameters()))
-                            .abs().max())
+    against_reference(out, common, model, ref)
     out["lr"] = opt.param_groups[0]["lr"]
 
 
@@ -340,6 +355,188 @@ def run_converge(ctx, out, common, torch, st, policy):
     out["clock"] = ctx.clock
 
 
+def worker_grads(ref, common, torch, step, workers, edit=None):
+    """Each worker's gradients of `step` at ref's parameters, each worker's
+    edited by edit(ref) if given."""
+    grads = []
+    for w in range(workers):
+        ref.zero_grad()
+        x, y = common.batch(w, step)
+        torch.nn.functional.cross_entropy(ref(x), y).backward()
+        if edit:
+            edit(ref)
+        grads.append([p.grad.clone() for p in ref.parameters()])
+    return grads
+
+
+def clip(torch, model):
+    return float(torch.nn.utils.clip_grad_norm_(model.parameters(),
+                                                MAX_NORM))
+
+
+def run_clip_sum(ctx, out, common, torch, st):
+    """Sum mode in Horovod's shape: synchronize(), clip the mean in p.grad,
+    step() under skip_synchronize(); against a single-process reference
+    that clips the mean of the same gradients. One step is skipped after
+    synchronize() (as a gradient scaler skips one that overflowed), one
+    steps without skip_synchronize() (no second clock). Then a clip
+    without synchronize() raises, naming the tensors."""
+    torch.manual_seed(60 + ctx.worker_index)
+    model = common.Net()
+    opt = st.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+        model.named_parameters(), context=ctx)
+    torch.manual_seed(60)
+    ref = common.Net()
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    norms, ref_norms, steps, skipped = [], [], 6, 3
+    for step in range(steps):
+        opt.zero_grad()
+        x, y = common.batch(ctx.worker_index, step)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.synchronize()
+        norms.append(clip(torch, model))
+        if step == 4:
+            opt.step()  # after synchronize(): applies, no second clock
+        elif step != skipped:
+            with opt.skip_synchronize():
+                opt.step()
+        grads = worker_grads(ref, common, torch, step, ctx.num_workers)
+        for i, p in enumerate(ref.parameters()):
+            p.grad = sum(g[i] for g in grads) / ctx.num_workers
+        ref_norms.append(clip(torch, ref))
+        if step != skipped:
+            ref_opt.step()
+    against_reference(out, common, model, ref)
+    out["norms"], out["ref_norms"] = norms, ref_norms
+    out["clock"] = ctx.clock
+    out["steps"] = steps
+    out.update(zero_copy_facts(ctx, opt, model))
+    # skip_synchronize() without synchronize() first
+    opt.zero_grad()
+    try:
+        with opt.skip_synchronize():
+            opt.step()
+        out["unsynced_skip"] = "accepted"
+    except st.StrataError as e:
+        out["unsynced_skip"] = str(e)
+    # clipping without synchronize(): the aggregators may be reading p.grad
+    before = common.flat(model.parameters())
+    x, y = common.batch(ctx.worker_index, steps)
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    clip(torch, model)
+    try:
+        opt.step()
+        out["unsynced_clip"] = "accepted"
+    except st.StrataError as e:
+        out["unsynced_clip"] = str(e)
+    out["unsynced_clip_diff"] = float((common.flat(model.parameters()) -
+                                       before).abs().max())
+    out["clock_after_errors"] = ctx.clock
+
+
+def run_clip_local(ctx, out, common, torch, st):
+    """The aggregators' SGD with push_in_backward=False: each worker clips
+    its own gradient before step() pushes it; the reference averages the
+    clipped gradients. synchronize() is refused there, saying why."""
+    torch.manual_seed(70)
+    model = common.Net()
+    opt = st.DistributedOptimizer(
+        torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+        model.named_parameters(), push_in_backward=False, context=ctx)
+    try:
+        opt.synchronize()
+        out["synchronize"] = "accepted"
+    except st.StrataError as e:
+        out["synchronize"] = str(e)
+    ref = copy.deepcopy(model)
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05, momentum=0.9)
+    norms = []
+    for step in range(6):
+        opt.zero_grad()
+        x, y = common.batch(ctx.worker_index, step)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        norms.append(clip(torch, model))
+        opt.step()
+        grads = worker_grads(ref, common, torch, step, ctx.num_workers,
+                             edit=lambda m: clip(torch, m))
+        for i, p in enumerate(ref.parameters()):
+            p.grad = sum(g[i] for g in grads) / ctx.num_workers
+        ref_opt.step()
+    against_reference(out, common, model, ref)
+    out["norms"] = norms
+    out["clock"] = ctx.clock
+    out.update(zero_copy_facts(ctx, opt, model))
+
+
+def run_clip_fedavg(ctx, out, common, torch, st):
+    """fedavg (rounds of 3 local steps) in Horovod's shape: synchronize()
+    has nothing to do, the local step applies the clipped gradient, the
+    round averages the models; against a reference doing the same."""
+    torch.manual_seed(80)
+    model = common.Net()
+    opt = st.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                  model.named_parameters(), context=ctx)
+    ref = copy.deepcopy(model)
+    norms = []
+    for step in range(6):
+        opt.zero_grad()
+        x, y = common.batch(ctx.worker_index, step)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.synchronize()
+        norms.append(clip(torch, model))
+        with opt.skip_synchronize():
+            opt.step()
+    for first in (0, 3):  # the reference: two rounds of 3 local steps
+        local = []
+        for w in range(ctx.num_workers):
+            m = copy.deepcopy(ref)
+            o = torch.optim.SGD(m.parameters(), lr=0.1)
+            for step in range(first, first + 3):
+                o.zero_grad()
+                x, y = common.batch(w, step)
+                torch.nn.functional.cross_entropy(m(x), y).backward()
+                clip(torch, m)
+                o.step()
+            local.append(list(m.parameters()))
+        with torch.no_grad():
+            for i, p in enumerate(ref.parameters()):
+                p.copy_(sum(m[i] for m in local) / ctx.num_workers)
+    against_reference(out, common, model, ref)
+    out["norms"] = norms
+    out["synced"] = opt.synced
+
+
+def run_edit_unsynced(ctx, out, common, torch, st):
+    """The aggregators' SGD, gradients pushed from backward's hooks: a clip
+    (in place) or a replaced p.grad before step() raises, naming the
+    tensors, once the clock ended; the next step is a normal one."""
+    torch.manual_seed(90)
+    model = common.Net()
+    opt = st.DistributedOptimizer(torch.optim.SGD(model.parameters(),
+                                                  lr=0.05),
+                                  model.named_parameters(), context=ctx)
+
+    def step(n, edit):
+        opt.zero_grad()
+        x, y = common.batch(ctx.worker_index, n)
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        edit()
+        try:
+            opt.step()
+            return "accepted"
+        except st.StrataError as e:
+            return str(e)
+
+    def replace():
+        model.fc2.bias.grad = model.fc2.bias.grad * 2
+
+    out["clipped"] = step(0, lambda: clip(torch, model))
+    out["replaced"] = step(1, replace)
+    out["plain"] = step(2, lambda: None)
+    out["clock"] = ctx.clock
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -366,7 +563,8 @@ def main():
         started = time.monotonic()
         try:
             if name in ("bsp", "resume", "lr_schedule", "sum",
-                        "many_requests", "extra_pass"):
+                        "many_requests", "extra_pass") or \
+                    name in GRAD_EDITS:
                 globals()["run_" + name](ctx, out, common, torch, st)
             elif name in ("zcopy", "zcopy_sum"):
                 run = run_bsp if name == "zcopy" else run_sum
