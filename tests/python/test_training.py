@@ -63,9 +63,17 @@ def test_evaluation_between_steps(results):
     assert len(w0["evals"]) == 2 and w0["evals"] == w1["evals"]
 
 
-def test_mismatched_hyperparameters_are_refused_by_name(results):
+@pytest.mark.parametrize("what,says", [
+    ("lr", ["lr=0.5", "STRATA_LR=0.05"]),
+    ("momentum", ["momentum=0.5", "STRATA_MOMENTUM=0.9"]),
+    ("weight_decay", ["weight_decay=0 ", "STRATA_WEIGHT_DECAY=0.001"]),
+    ("nesterov", ["nesterov, dampening and maximize"]),
+    ("adam", ["wrap torch.optim.SGD (got Adam)", "STRATA_OPTIMIZER=sum"])])
+def test_mismatched_optimizers_are_refused_by_name(results, what, says):
+    # the aggregators' SGD: the wrapped optimizer must be the job's
     w0, _ = both(results, "bsp")
-    assert "lr=0.5" in w0["mismatch"] and "STRATA_LR=0.05" in w0["mismatch"]
+    for text in says:
+        assert text in w0["mismatch_" + what], w0["mismatch_" + what]
 
 
 def test_a_refused_wrapping_leaves_the_model_in_its_own_memory(results):

@@ -107,17 +107,27 @@ def against_reference(out, common, model, ref):
 def run_bsp(ctx, out, common, torch, st, hidden=None):
     """Exact BSP against a single-process reference, through the pitfalls:
     an unused layer, zero_grad(set_to_none=True), two backward passes per
-    step, evaluation between steps; a mismatched optimizer first."""
+    step, evaluation between steps; mismatched optimizers first."""
     lr, momentum, wd = 0.05, 0.9, 0.001
     hidden = hidden or common.HIDDEN
     torch.manual_seed(10 + ctx.worker_index)  # differs: commit must fix it
     model = common.Net(unused=True, hidden=hidden)
-    try:
-        st.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5),
-                                model.named_parameters(), context=ctx)
-        out["mismatch"] = "accepted"
-    except st.StrataError as e:
-        out["mismatch"] = str(e)
+    params = list(model.parameters())
+    for what, inner in (
+            ("lr", torch.optim.SGD(params, lr=0.5)),
+            ("momentum", torch.optim.SGD(params, lr=lr, momentum=0.5,
+                                         weight_decay=wd)),
+            ("weight_decay", torch.optim.SGD(params, lr=lr,
+                                             momentum=momentum)),
+            ("nesterov", torch.optim.SGD(params, lr=lr, momentum=momentum,
+                                         weight_decay=wd, nesterov=True)),
+            ("adam", torch.optim.Adam(params, lr=lr, weight_decay=wd))):
+        try:
+            st.DistributedOptimizer(inner, model.named_parameters(),
+                                    context=ctx)
+            out["mismatch_" + what] = "accepted"
+        except st.StrataError as e:
+            out["mismatch_" + what] = str(e)
     # A wrapping the library refuses (a name too long for it) gives the
     # tensors their own memory back: the blocks it had taken are freed.
     before = common.flat(model.parameters())
