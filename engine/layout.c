@@ -270,9 +270,11 @@ static void eng_layout_unhold(eng_layout_t *l)
     util_free(l->held_parts);
     util_free(l->held_nparts);
     util_free(l->held_bytes);
+    util_free(l->held_nregions);
     l->held_parts = NULL;
     l->held_nparts = NULL;
     l->held_bytes = NULL;
+    l->held_nregions = NULL;
     l->nholders = l->holders_used = 0;
 }
 
@@ -288,7 +290,9 @@ strata_status_t eng_layout_hold(eng_layout_t *l, uint32_t nholders)
     l->held_bytes = util_calloc(nholders, sizeof(uint64_t));
     l->held_nparts = util_calloc(nholders, sizeof(uint32_t));
     l->held_parts = util_calloc(nholders, sizeof(uint32_t *));
-    if (!l->held_bytes || !l->held_nparts || !l->held_parts)
+    l->held_nregions = util_calloc(nholders, sizeof(uint32_t));
+    if (!l->held_bytes || !l->held_nparts || !l->held_parts ||
+        !l->held_nregions)
         goto nomem;
     for (uint32_t s = 0; s < l->nshards; s++)
         l->held_nparts[s % nholders] += l->shard_nparts[s];
@@ -299,6 +303,7 @@ strata_status_t eng_layout_hold(eng_layout_t *l, uint32_t nholders)
             goto nomem;
         l->holders_used += l->held_nparts[h] > 0;
         l->held_nparts[h] = 0;
+        l->held_nregions[h] = 1;
     }
     for (uint32_t s = 0; s < l->nshards; s++) {
         uint32_t h = s % nholders;
@@ -311,12 +316,78 @@ strata_status_t eng_layout_hold(eng_layout_t *l, uint32_t nholders)
             l->held_bytes[h] += p->bytes;
         }
     }
+    for (uint32_t i = 0; i < l->nparts; i++) {
+        l->parts[i].region = 0;
+        l->parts[i].region_bytes = l->held_bytes[l->parts[i].holder];
+    }
     return STRATA_OK;
 nomem:
     util_error("out of memory holding %u shards on %u aggregators", l->nshards,
                nholders);
     eng_layout_unhold(l);
     return STRATA_ERR_NOMEM;
+}
+
+/* Whether aggregator h holds a partition. */
+static bool eng_layout_holds(const eng_layout_t *l, uint32_t h)
+{
+    for (uint32_t i = 0; i < l->held_nparts[h]; i++)
+        if (l->held_parts[h][i] != ENG_LAYOUT_MOVED)
+            return true;
+    return false;
+}
+
+strata_status_t eng_layout_move(eng_layout_t *l, uint32_t shard, uint32_t taker,
+                                uint32_t *region_out)
+{
+    if (shard >= l->nshards || taker >= l->nholders) {
+        util_error("cannot move shard %u of %u to aggregator %u of %u", shard,
+                   l->nshards, taker, l->nholders);
+        return STRATA_ERR_INVALID;
+    }
+    uint32_t n = l->shard_nparts[shard];
+    *region_out = UINT32_MAX;
+    if (n == 0)
+        return STRATA_OK;
+    const uint32_t *sp = l->shard_parts[shard];
+    if (l->parts[sp[0]].holder == taker) {
+        util_error("cannot move shard %u to aggregator %u: it holds it", shard,
+                   taker);
+        return STRATA_ERR_INVALID;
+    }
+    if (l->held_nparts[taker] + n >= ENG_LAYOUT_MAX_PARTS) {
+        util_error("cannot move shard %u to aggregator %u: it would number "
+                   "more partitions than an immediate can name",
+                   shard, taker);
+        return STRATA_ERR_INVALID;
+    }
+    uint32_t *held =
+        util_realloc(l->held_parts[taker],
+                     sizeof(uint32_t) * (l->held_nparts[taker] + n + 1));
+    if (!held) {
+        util_error("out of memory moving shard %u to aggregator %u", shard,
+                   taker);
+        return STRATA_ERR_NOMEM;
+    }
+    l->held_parts[taker] = held;
+    uint32_t region = l->held_nregions[taker]++;
+    uint64_t off = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        eng_partition_t *p = &l->parts[sp[i]];
+        l->held_parts[p->holder][p->held_index] = ENG_LAYOUT_MOVED;
+        p->holder = taker;
+        p->held_index = l->held_nparts[taker]++;
+        p->region = region;
+        p->held_off = off;
+        p->region_bytes = l->shard_bytes[shard];
+        held[p->held_index] = sp[i];
+        off += p->bytes;
+    }
+    l->holders_used = 0;
+    for (uint32_t h = 0; h < l->nholders; h++)
+        l->holders_used += eng_layout_holds(l, h);
+    *region_out = region;
+    return STRATA_OK;
 }
 
 void eng_layout_free(eng_layout_t *l)

@@ -16,6 +16,14 @@
  * other: the receive slots, the model and the immediates towards it are
  * numbered by them (held_index, held_off), so one shard per aggregator
  * numbers them as its shard does.
+ *
+ * A shard whose aggregator was lost moves to another at run time
+ * (eng_layout_move). What the taker and the workers sized at the commit
+ * for it stays as it was: its arrays are cut in regions, region 0 the
+ * shards it held from the start, and each shard it takes over a region of
+ * its own after them (slots, model and staged model of that region
+ * allocated then). A partition's held_off counts within its region; its
+ * held_index goes on after the taker's, so immediates keep naming it.
  */
 #ifndef STRATA_ENGINE_LAYOUT_H
 #define STRATA_ENGINE_LAYOUT_H
@@ -30,6 +38,8 @@
 #define ENG_TENSOR_NAME_MAX 255
 /* Most partitions a model may have (they are numbered in immediates). */
 #define ENG_LAYOUT_MAX_PARTS (1u << 22)
+/* A held_parts entry whose partition moved to another aggregator. */
+#define ENG_LAYOUT_MOVED UINT32_MAX
 
 /* What identifies a tensor across ranks. */
 typedef struct eng_tensor_desc {
@@ -52,11 +62,13 @@ typedef struct eng_partition {
     uint64_t bytes;
     uint64_t count; /* elements */
     uint32_t shard;
-    uint32_t shard_index; /* position among the partitions of its shard */
-    uint64_t shard_off;   /* bytes before it in its shard's arrays */
-    uint32_t holder;      /* the aggregator holding its shard */
-    uint32_t held_index;  /* position among the holder's partitions */
-    uint64_t held_off;    /* bytes before it in the holder's arrays */
+    uint32_t shard_index;  /* position among the partitions of its shard */
+    uint64_t shard_off;    /* bytes before it in its shard's arrays */
+    uint32_t holder;       /* the aggregator holding its shard */
+    uint32_t held_index;   /* position among the holder's partitions */
+    uint32_t region;       /* of the holder's arrays: 0, or a shard taken */
+    uint64_t held_off;     /* bytes before it in that region */
+    uint64_t region_bytes; /* of that region (one slot parity) */
     uint32_t first_piece, npieces;
 } eng_partition_t;
 
@@ -69,14 +81,16 @@ typedef struct eng_layout {
     uint32_t *tensor_npieces;
     eng_partition_t *parts;
     eng_piece_t *pieces;
-    uint64_t *shard_bytes;  /* [nshards] */
-    uint32_t *shard_nparts; /* [nshards] */
-    uint32_t **shard_parts; /* [nshards][shard_nparts]: partition indices */
-    uint32_t nholders;      /* aggregators holding the shards */
-    uint32_t holders_used;  /* ... that hold a partition */
-    uint64_t *held_bytes;   /* [nholders] */
-    uint32_t *held_nparts;  /* [nholders] */
-    uint32_t **held_parts;  /* [nholders][held_nparts]: partition indices */
+    uint64_t *shard_bytes;   /* [nshards] */
+    uint32_t *shard_nparts;  /* [nshards] */
+    uint32_t **shard_parts;  /* [nshards][shard_nparts]: partition indices */
+    uint32_t nholders;       /* aggregators holding the shards */
+    uint32_t holders_used;   /* ... that hold a partition */
+    uint64_t *held_bytes;    /* [nholders]: of its region 0 */
+    uint32_t *held_nparts;   /* [nholders] */
+    uint32_t **held_parts;   /* [nholders][held_nparts]: partition indices,
+                                ENG_LAYOUT_MOVED where one moved away */
+    uint32_t *held_nregions; /* [nholders]: 1 + the shards it took over */
     uint64_t partition_bytes;
     uint64_t hash;
 } eng_layout_t;
@@ -134,6 +148,27 @@ void eng_layout_free(eng_layout_t *layout);
 /* Shard s held by aggregator s mod nholders (1 <= nholders <= nshards),
  * its partitions after those of the holder's lower shards. */
 strata_status_t eng_layout_hold(eng_layout_t *layout, uint32_t nholders);
+
+/* Shard `shard` moves to aggregator `taker` (its holder was lost): its
+ * partitions follow the taker's (held_index from held_nparts[taker] on) in
+ * a region of the taker's own (*region_out: held_nregions[taker] before
+ * the move; UINT32_MAX for a shard without partitions, which moves without
+ * one), held_off from 0 in it. Every other partition keeps its holder,
+ * index, region and offsets; the old holder's entries of the shard become
+ * ENG_LAYOUT_MOVED (its held_nparts, the next index, stays); held_bytes,
+ * the size of region 0, stays too. holders_used follows. STRATA_ERR_INVALID
+ * (logged) for a shard or aggregator out of range or a shard the taker holds
+ * already; nothing changes on an error. */
+strata_status_t eng_layout_move(eng_layout_t *layout, uint32_t shard,
+                                uint32_t taker, uint32_t *region_out);
+
+/* Where partition p's push of `clock` lands in its region's receive slots:
+ * two copies of the region, one per clock parity. */
+static inline uint64_t eng_layout_slot_off(const eng_partition_t *p,
+                                           int64_t clock)
+{
+    return (uint64_t)(clock & 1) * p->region_bytes + p->held_off;
+}
 
 /* Compare the tensors of rank `rank` with the reference (rank `ref_rank`).
  * Returns 0 when they match; otherwise writes one sentence naming the first

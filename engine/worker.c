@@ -224,8 +224,7 @@ static strata_status_t eng_post_topk(strata_ctx_t *ctx, eng_link_t *l,
 {
     const eng_layout_t *lay = ctx->worker->layout;
     const eng_partition_t *part = &lay->parts[e->part];
-    uint64_t dst_off =
-        (uint64_t)(e->clock & 1) * lay->held_bytes[l->agg] + part->held_off;
+    uint64_t dst_off = eng_layout_slot_off(part, e->clock);
     uint32_t imm = eng_imm(e->topk.sparse ? ENG_IMM_SPARSE : ENG_IMM_GRAD,
                            e->clock, part->held_index);
     strata_status_t st = tp_write(
@@ -254,8 +253,7 @@ static strata_status_t eng_post_notice(strata_ctx_t *ctx, eng_link_t *l,
     const eng_layout_t *lay = ctx->worker->layout;
     const eng_partition_t *part = &lay->parts[e->part];
     const eng_piece_t *pc = &lay->pieces[part->first_piece];
-    uint64_t dst_off =
-        (uint64_t)(e->clock & 1) * lay->held_bytes[l->agg] + part->held_off;
+    uint64_t dst_off = eng_layout_slot_off(part, e->clock);
     strata_status_t st = tp_write(
         l->peer.ep, ctx->worker->tensors[pc->tensor].reg[l->prov].grad, 0,
         &l->slots, dst_off, 0,
@@ -284,8 +282,7 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
     eng_wtensor_t *t = &w->tensors[pc->tensor];
     const eng_treg_t *r = &t->reg[l->prov];
     bool last = k + 1 == part->npieces;
-    uint64_t dst_off = (uint64_t)(e->clock & 1) * lay->held_bytes[l->agg] +
-                       part->held_off + pc->part_off;
+    uint64_t dst_off = eng_layout_slot_off(part, e->clock) + pc->part_off;
     tp_mr_t *src = e->kind == ENG_OP_GRAD ? r->grad : r->src;
     uint64_t src_off = e->kind == ENG_OP_GRAD ? 0 : r->src_off;
     uintptr_t op = e->kind;

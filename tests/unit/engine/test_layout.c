@@ -162,7 +162,126 @@ static void one_shard_per_holder_by_default(void **state)
         assert_int_equal(p->holder, p->shard);
         assert_int_equal(p->held_index, p->shard_index);
         assert_int_equal(p->held_off, p->shard_off);
+        assert_int_equal(p->region, 0);
+        assert_int_equal(p->region_bytes, l->held_bytes[p->holder]);
+        /* a push's slot: the parity's copy of the shard, as before */
+        assert_int_equal(eng_layout_slot_off(p, 7),
+                         l->held_bytes[p->holder] + p->held_off);
     }
+    eng_layout_free(l);
+}
+
+/* The holder h's partitions, as numbered: its list and each partition's
+ * holder and index agree, and each region's offsets tile it. */
+static void check_held(const eng_layout_t *l, uint32_t h)
+{
+    uint64_t off[8] = {0};
+    assert_true(l->held_nregions[h] <= 8);
+    for (uint32_t i = 0; i < l->held_nparts[h]; i++) {
+        if (l->held_parts[h][i] == ENG_LAYOUT_MOVED)
+            continue;
+        const eng_partition_t *p = &l->parts[l->held_parts[h][i]];
+        assert_int_equal(p->holder, h);
+        assert_int_equal(p->held_index, i);
+        assert_true(p->region < l->held_nregions[h]);
+        assert_int_equal(p->held_off, off[p->region]);
+        off[p->region] += p->bytes;
+    }
+    for (uint32_t i = 0; i < l->nparts; i++) {
+        const eng_partition_t *p = &l->parts[i];
+        if (p->holder == h)
+            assert_int_equal(p->region_bytes, off[p->region]);
+    }
+}
+
+/* A lost aggregator's shard moves to a taker at run time: what the taker
+ * held keeps its numbers, offsets and region (its slots were sized at the
+ * commit); the moved partitions follow its own in a region of their own,
+ * their slots two copies of that region; every other aggregator is as it
+ * was. A second move makes a second region. */
+static void a_shard_moves_to_a_taker(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {desc("w", STRATA_FP32, 10 * 1024 + 7),
+                             desc("h", STRATA_FP16, 3000)};
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 2, 4096, 3, &l), STRATA_OK);
+    eng_partition_t before[64];
+    assert_true(l->nparts <= 64);
+    memcpy(before, l->parts, sizeof(*l->parts) * l->nparts);
+    uint32_t n0 = l->held_nparts[0], n1 = l->held_nparts[1];
+    uint64_t b0 = l->held_bytes[0], b1 = l->held_bytes[1];
+    assert_true(n0 > 0 && n1 > 0);
+
+    uint32_t region;
+    assert_int_equal(eng_layout_move(l, 1, 0, &region), STRATA_OK);
+    assert_int_equal(region, 1);
+    assert_int_equal(l->held_nregions[0], 2);
+    assert_int_equal(l->held_nparts[0], n0 + n1);
+    /* region 0's bytes, the stride of the slots sized at the commit */
+    assert_int_equal(l->held_bytes[0], b0);
+    assert_int_equal(l->held_bytes[1], b1);
+    assert_int_equal(l->held_nparts[1], n1); /* indices are not reused */
+    assert_int_equal(l->holders_used, 2);
+    for (uint32_t i = 0; i < n1; i++)
+        assert_int_equal(l->held_parts[1][i], ENG_LAYOUT_MOVED);
+    for (uint32_t i = 0; i < l->nparts; i++) {
+        const eng_partition_t *p = &l->parts[i], *was = &before[i];
+        if (was->holder != 1) {
+            assert_memory_equal(p, was, sizeof(*p));
+            continue;
+        }
+        assert_int_equal(p->holder, 0);
+        assert_int_equal(p->held_index, n0 + was->held_index);
+        assert_int_equal(p->region, 1);
+        assert_int_equal(p->held_off, was->held_off);
+        assert_int_equal(p->region_bytes, l->shard_bytes[1]);
+        assert_int_equal(eng_layout_slot_off(p, 3),
+                         l->shard_bytes[1] + was->held_off);
+    }
+    check_held(l, 0);
+    check_held(l, 1);
+    check_held(l, 2);
+    check_invariants(l);
+
+    /* The taker is lost in turn: both its regions move on, as one shard
+     * each; then one aggregator holds everything. */
+    assert_int_equal(eng_layout_move(l, 0, 2, &region), STRATA_OK);
+    assert_int_equal(region, 1);
+    assert_int_equal(eng_layout_move(l, 1, 2, &region), STRATA_OK);
+    assert_int_equal(region, 2);
+    assert_int_equal(l->holders_used, 1);
+    assert_int_equal(l->held_nparts[2], l->nparts);
+    for (uint32_t h = 0; h < 3; h++)
+        check_held(l, h);
+
+    /* Refused, and nothing changes: a shard or an aggregator out of range,
+     * a shard the taker holds. */
+    memcpy(before, l->parts, sizeof(*l->parts) * l->nparts);
+    test_log_start();
+    assert_int_equal(eng_layout_move(l, 3, 0, &region), STRATA_ERR_INVALID);
+    assert_int_equal(eng_layout_move(l, 0, 3, &region), STRATA_ERR_INVALID);
+    assert_int_equal(eng_layout_move(l, 2, 2, &region), STRATA_ERR_INVALID);
+    test_log_expect_n(3, "cannot move shard 2 to aggregator 2: it holds it");
+    test_log_stop();
+    assert_memory_equal(l->parts, before, sizeof(*l->parts) * l->nparts);
+    assert_int_equal(l->held_nregions[2], 3);
+    eng_layout_free(l);
+}
+
+/* A shard without partitions moves without a region. */
+static void an_empty_shard_moves_without_a_region(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {desc("w", STRATA_FP32, 100)};
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(t, 1, 4096, 3, &l), STRATA_OK);
+    assert_int_equal(l->shard_nparts[2], 0);
+    uint32_t region = 0;
+    assert_int_equal(eng_layout_move(l, 2, 0, &region), STRATA_OK);
+    assert_int_equal(region, UINT32_MAX);
+    assert_int_equal(l->held_nregions[0], 1);
+    check_held(l, 0);
     eng_layout_free(l);
 }
 
@@ -341,6 +460,8 @@ int main(void)
         cmocka_unit_test(more_shards_than_partitions),
         cmocka_unit_test(one_shard_per_holder_by_default),
         cmocka_unit_test(shards_held_round_robin),
+        cmocka_unit_test(a_shard_moves_to_a_taker),
+        cmocka_unit_test(an_empty_shard_moves_without_a_region),
         cmocka_unit_test(auto_partition_follows_model_and_shards),
         cmocka_unit_test(hash_depends_on_everything),
         cmocka_unit_test(mismatch_names_first_difference),
