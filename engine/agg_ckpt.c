@@ -20,7 +20,7 @@
 static void eng_agg_ckpt_copy(eng_agg_t *a, eng_apart_t *ap, bool out)
 {
     char *staging = eng_ckpt_staging(a->ckpt);
-    char *model = (char *)a->out + ap->part->held_off;
+    char *model = eng_agg_model(a, ap);
     size_t mom = ap->momentum ? ap->part->count * sizeof(float) : 0;
     if (out)
         memcpy(staging + ap->part->shard_off, model, ap->part->bytes);

@@ -270,8 +270,7 @@ static void eng_protect_copy(eng_agg_t *a, const eng_apart_t *ap)
     unsigned char *snap = a->prot->snap;
     size_t n = ap->part->count * sizeof(float);
     uint64_t off = ap->prot_off;
-    memcpy(snap + ap->part->shard_off, (char *)a->out + ap->part->held_off,
-           ap->part->bytes);
+    memcpy(snap + ap->part->shard_off, eng_agg_model(a, ap), ap->part->bytes);
     if (ap->momentum) {
         memcpy(snap + off, ap->momentum, n);
         off += n;

@@ -167,7 +167,7 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
                             int64_t worker, const eng_unit_t *u)
 {
     eng_agg_t *a = ctx->agg;
-    void *out = (char *)a->out + ap->part->held_off;
+    void *out = eng_agg_model(a, ap);
     uint64_t staleness = 0;
     strata_status_t st =
         worker >= 0

@@ -13,26 +13,39 @@
  * without the immediate: a worker does not read them before its pull
  * completes (strata.h), and its pull completes only on the immediate.
  *
+ * An optimizer's state is staged with the model: sgd's momentum, and an
+ * fp16 or bf16 model's fp32 master, are copied and updated beside it.
+ *
  * The clock is applied as always once it counts (agg_reduce.c); the stage
  * is then compared with what is applied: the same pushes of the same
- * workers, the same scale and rate, and it is copied into out, and each
- * worker it was written to gets the immediate alone (a zero-length write
- * behind the model's on the same connection). Anything else (a drop changed
- * the pushes that count, or the live count) discards the stage: the clock
- * is applied and its model written in full, as without staging, over what
- * was staged. What is applied, and the model every pull completes with,
+ * workers, the same scale and rate. If it holds that, it becomes the
+ * model: the partition's two buffers (in out and in stage) swap roles, as
+ * do its momentum and master with the staged ones, so nothing is copied
+ * at the end of the round; and each worker it was written to gets the
+ * immediate alone (a zero-length write behind the model's on the same
+ * connection). Anything else (a drop changed the pushes that count, or the
+ * live count) discards the stage: the clock is applied and its model
+ * written in full, as without staging, over what was staged. What is
+ * applied, the optimizer's state, and the model every pull completes with,
  * are thus exactly what they are without staging.
  *
- * Only under bsp (one group, no rounds, dense pushes), for updates that keep
- * no state beside out (sum; sgd without momentum on fp32 and fp64), and not
- * over shm, where a push lands at once. One clock per partition is staged
- * at a time. STRATA_STAGE_MODEL=0 turns it off.
+ * Only under bsp (one group, no rounds, dense pushes), and not over shm,
+ * where a push lands at once. One clock per partition is staged at a time:
+ * a partition is staged, or reduced, only while no write out of either of
+ * its buffers is pending, and a write reads the buffer it was queued from.
+ * STRATA_STAGE_MODEL=0 turns it off.
  */
 #include <string.h>
 
 #include "engine/aggregator.h"
 #include "util/alloc.h"
 #include "util/log.h"
+
+/* A partition's momentum or master: fp32, one per element. */
+static size_t eng_stage_state_bytes(const eng_apart_t *ap)
+{
+    return ap->part->count * sizeof(float);
+}
 
 static bool eng_stage_fits(const strata_ctx_t *ctx)
 {
@@ -42,9 +55,6 @@ static bool eng_stage_fits(const strata_ctx_t *ctx)
         pol->ngroups != 1 || pol->apply_on_arrival || pol->ops->rounds ||
         pol->gdtopk)
         return false;
-    for (uint32_t i = 0; i < a->nparts; i++)
-        if (a->parts[i].momentum || a->parts[i].master)
-            return false;
     /* a job on one host: nothing would be staged */
     for (int w = 0; w < ctx->nworkers; w++)
         if (eng_agg_stage_worker(ctx, (uint32_t)w))
@@ -80,6 +90,12 @@ strata_status_t eng_agg_stage_setup(strata_ctx_t *ctx)
         ap->staged = util_malloc(sizeof(int64_t) * nw);
         if (!ap->stage_w || !ap->stage_wc || !ap->staged)
             return STRATA_ERR_NOMEM;
+        if (ap->momentum &&
+            !(ap->stage_momentum = util_malloc(eng_stage_state_bytes(ap))))
+            return STRATA_ERR_NOMEM;
+        if (ap->master &&
+            !(ap->stage_master = util_malloc(eng_stage_state_bytes(ap))))
+            return STRATA_ERR_NOMEM;
         for (size_t w = 0; w < nw; w++)
             ap->staged[w] = -1;
     }
@@ -93,6 +109,8 @@ void eng_agg_stage_free(eng_agg_t *a)
         util_free(a->parts[i].stage_w);
         util_free(a->parts[i].stage_wc);
         util_free(a->parts[i].staged);
+        util_free(a->parts[i].stage_momentum);
+        util_free(a->parts[i].stage_master);
     }
     for (int p = 0; p < ENG_NPROV; p++)
         if (a->stage_mr[p])
@@ -112,16 +130,24 @@ void eng_agg_stage(strata_ctx_t *ctx, eng_apart_t *ap, int64_t c, uint32_t n,
 {
     eng_agg_t *a = ctx->agg;
     const eng_partition_t *part = ap->part;
-    void *dst = (char *)a->stage + part->held_off;
+    void *dst = eng_agg_stage_buf(a, ap);
+    float *momentum = ap->stage_momentum, *master = ap->stage_master;
     for (uint32_t k = 0; k < n; k++)
         if (a->srcs[k].nsparse != ENG_SRC_DENSE)
             return;
     uint64_t t0 = util_now_ns();
-    if (!ctx->policy->sum_only) /* sgd steps the model; sum replaces it */
-        memcpy(dst, (char *)a->out + part->held_off, part->bytes);
+    /* sgd steps the state it has (a master is rounded into the whole
+     * model); sum replaces the model */
+    if (momentum)
+        memcpy(momentum, ap->momentum, eng_stage_state_bytes(ap));
+    if (master)
+        memcpy(master, ap->master, eng_stage_state_bytes(ap));
+    else if (!ctx->policy->sum_only)
+        memcpy(dst, eng_agg_model(a, ap), part->bytes);
     a->upd.lr = eng_agg_lr_at(a, c);
-    strata_status_t st = a->upd.ops->apply(
-        &a->upd, part->dtype, dst, NULL, NULL, a->srcs, n, part->count, scale);
+    strata_status_t st =
+        a->upd.ops->apply(&a->upd, part->dtype, dst, master, momentum, a->srcs,
+                          n, part->count, scale);
     atomic_fetch_add_explicit(&ctx->cnt.reduce_ns, util_now_ns() - t0,
                               memory_order_relaxed);
     if (st != STRATA_OK) /* applied (and failed, naming it) once it counts */
@@ -170,8 +196,12 @@ bool eng_agg_stage_take(strata_ctx_t *ctx, eng_apart_t *ap, int64_t c,
     ap->stage_clock = -1;
     if (!same)
         return false;
-    memcpy((char *)a->out + ap->part->held_off,
-           (char *)a->stage + ap->part->held_off, ap->part->bytes);
+    float *momentum = ap->momentum, *master = ap->master;
+    ap->momentum = ap->stage_momentum;
+    ap->stage_momentum = momentum;
+    ap->master = ap->stage_master;
+    ap->stage_master = master;
+    ap->flip = !ap->flip;
     a->staged_clocks++;
     return true;
 }

@@ -467,7 +467,7 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
             bool last = l->qpiece + 1 == n;
             size_t len = e->kind == ENG_SEND_COMMIT ? 0 : pc->len;
             strata_status_t st = tp_write(
-                l->peer.ep, staged ? a->stage_mr[prov] : a->out_mr[prov],
+                l->peer.ep, e->from_stage ? a->stage_mr[prov] : a->out_mr[prov],
                 part->held_off + pc->part_off, &d->d, d->off, len,
                 eng_imm(ENG_IMM_MODEL, e->clock, ap->index),
                 last && !staged ? TP_WRITE_IMM : 0,
@@ -498,7 +498,11 @@ void eng_wlink_queue(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                      eng_send_kind_t kind, int64_t clock)
 {
     eng_apart_t *ap = &ctx->agg->parts[i];
-    eng_send_item_t e = {.part = i, .kind = kind, .clock = clock};
+    /* a staged model is in the stage, the others in the model's buffer */
+    eng_send_item_t e = {.part = i,
+                         .kind = kind,
+                         .from_stage = (kind == ENG_SEND_STAGED) != ap->flip,
+                         .clock = clock};
     if (l->qlen == l->qcap) { /* sized for every write that can be due */
         eng_fail(ctx, STRATA_ERR_STATE,
                  "the model writes queued for %s exceed its queue of %u",
@@ -594,7 +598,7 @@ static void eng_on_init(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i)
 {
     eng_agg_t *a = ctx->agg;
     eng_apart_t *ap = &a->parts[i];
-    void *out = (char *)a->out + ap->part->held_off;
+    void *out = eng_agg_model(a, ap);
     if (!a->restored)
         memcpy(out, eng_slot(a, l, ap, 0), ap->part->bytes);
     if (ap->master) /* exact: every 16-bit value is an fp32 one; a restored

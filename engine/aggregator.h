@@ -56,17 +56,21 @@ typedef struct eng_apart {
     float *master;      /* [count]: an fp16 or bf16 model's fp32 copy (sgd) */
     uint64_t prot_off;  /* its momentum and master in a protected snapshot */
     int64_t prot_at;    /* the protected clock it was copied for, -1 */
-    /* Staged (agg_stage.c): the group clock reduced into a->stage before
+    /* Staged (agg_stage.c): the group clock reduced into the stage before
      * every source said PUSHED (-1: none), what it was reduced from and
      * with, and per worker the clock whose model it holds from there
-     * without its immediate (-1). */
+     * without its immediate (-1). The momentum and master the stage's
+     * update left; a committed stage swaps them with momentum and master,
+     * and its model buffer with the model's (flip). */
     int64_t stage_clock;
     uint32_t stage_n;
     double stage_scale, stage_lr;
     uint32_t *stage_w;  /* [nworkers] */
     int64_t *stage_wc;  /* [nworkers] */
     int64_t *staged;    /* [nworkers] */
-    uint32_t sinflight; /* writes out of a->stage not completed */
+    uint32_t sinflight; /* writes out of the stage not completed */
+    float *stage_momentum, *stage_master; /* [count], as momentum, master */
+    bool flip; /* the model is in a->stage, the stage in a->out */
 } eng_apart_t;
 
 typedef struct eng_dst {
@@ -86,6 +90,8 @@ typedef enum eng_send_kind {
 typedef struct eng_send_item {
     uint32_t part; /* in the shard */
     eng_send_kind_t kind;
+    bool from_stage; /* read from a->stage (else a->out), fixed when queued:
+                        a commit may swap the two before it is posted */
     int64_t clock;
 } eng_send_item_t;
 
@@ -130,7 +136,10 @@ struct eng_agg {
     int32_t *piece_local; /* [model pieces]: index in the shard, -1 */
     void *out;
     tp_mr_t *out_mr[ENG_NPROV];
-    void *stage; /* staged models (agg_stage.c); NULL: none are */
+    /* Staged models (agg_stage.c; NULL: none are): a second buffer laid
+     * out as out. Per partition one holds the model, the other the stage
+     * (eng_agg_model, eng_agg_stage_buf). */
+    void *stage;
     tp_mr_t *stage_mr[ENG_NPROV];
     uint64_t staged_clocks, unstaged_clocks; /* committed, discarded */
     eng_update_t upd;
@@ -291,8 +300,8 @@ int64_t eng_agg_shrink_clock(const eng_agg_t *a, uint32_t w, int64_t until,
 /* ---- agg_stage.c ---- */
 
 /* Once the shard is laid out: whether this aggregator stages models
- * (STRATA_STAGE_MODEL, workers may be dropped, bsp, no optimizer state),
- * and the stage. */
+ * (STRATA_STAGE_MODEL, workers may be dropped, bsp), and the stage: a
+ * buffer as out, and a momentum and master per partition that has them. */
 strata_status_t eng_agg_stage_setup(strata_ctx_t *ctx);
 void eng_agg_stage_free(eng_agg_t *a);
 /* Whether worker w's model writes may be staged (not over shm, where a
@@ -304,8 +313,9 @@ bool eng_agg_stage_worker(const strata_ctx_t *ctx, uint32_t w);
 void eng_agg_stage(strata_ctx_t *ctx, eng_apart_t *ap, int64_t c, uint32_t n,
                    double scale);
 /* The group's clock c is applied from a->src_w/src_wc (n) with `scale` at
- * a->upd.lr: true if the stage holds exactly that, now copied into out; the
- * workers it was written to get the immediate alone. Otherwise the stage is
+ * a->upd.lr: true if the stage holds exactly that, now the model (with its
+ * momentum and master); the workers it was written to get the immediate
+ * alone. Otherwise the stage is
  * discarded (false): apply as usual. */
 bool eng_agg_stage_take(strata_ctx_t *ctx, eng_apart_t *ap, int64_t c,
                         uint32_t n, double scale);
@@ -338,6 +348,18 @@ static inline eng_wlink_t *eng_agg_src_link(const eng_agg_t *a, uint32_t w,
 static inline bool eng_agg_counts(const eng_agg_t *a, uint32_t w, int64_t wc)
 {
     return wc < a->until[w] && !(wc >= a->gap_lo[w] && wc < a->gap_hi[w]);
+}
+
+/* Partition ap's model in the shard's buffers, and its stage (agg_stage.c):
+ * each in out or stage, which a commit swaps. */
+static inline void *eng_agg_model(const eng_agg_t *a, const eng_apart_t *ap)
+{
+    return (char *)(ap->flip ? a->stage : a->out) + ap->part->held_off;
+}
+
+static inline void *eng_agg_stage_buf(const eng_agg_t *a, const eng_apart_t *ap)
+{
+    return (char *)(ap->flip ? a->out : a->stage) + ap->part->held_off;
 }
 
 /* ---- aggregator.c ---- */

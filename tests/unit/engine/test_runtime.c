@@ -977,9 +977,9 @@ static void member_misbehaving_named_everywhere(void **state)
  * never left (clock 2 of worker 3) is lost, never half applied. */
 /* Two aggregators, workers 2 and 3: their clock 0 is applied, and worker 2
  * holds its model. */
-static void two_workers_first_clock(void)
+static void two_workers_first_clock(const char *const *extra)
 {
-    job_start(4, 2, NULL);
+    job_start(4, 2, extra);
     job_commit();
     grads(2, 1.0f, 2.0f);
     grads(3, 3.0f, -2.0f);
@@ -994,7 +994,7 @@ static void two_workers_first_clock(void)
 static void worker_lost_job_goes_on(void **state)
 {
     (void)state;
-    two_workers_first_clock();
+    two_workers_first_clock(NULL);
     grads(3, 5.0f, 5.0f);
     strata_request_t *p2, *q2;
     (void)push(3);
@@ -1025,24 +1025,32 @@ static void worker_lost_job_goes_on(void **state)
     job_finalize_first(3);
 }
 
-/* Staged models (engine/agg_stage.c), two aggregators. A clock whose
- * pushes all landed is reduced and its model written to the workers before
- * every worker said PUSHED, but their pulls complete only once it counts.
- * Then worker 3 pushes tensor a and dies before pushing b: the partition
- * of a alone (a[0, 1024); the next holds a's tail and b's head) is staged
- * with its push in it, and worker 2's parameters hold that model; the drop's
- * boundary says its clock does not count, so the stage is discarded and worker
- * 2's pull completes with its own gradient alone, exactly as without staging.
- */
-static void staged_model_discarded_when_a_push_stops_counting(void **state)
+/* The staged models committed and discarded so far, over both aggregators. */
+static uint64_t staged_clocks(uint64_t *unstaged_out)
 {
-    (void)state;
-    two_workers_first_clock();
-    uint64_t staged = 0;
-    for (int a = 0; a < 2; a++)
+    uint64_t staged = 0, unstaged = 0;
+    for (int a = 0; a < 2; a++) {
         staged += job.ctx[a]->agg->staged_clocks;
-    assert_true(staged > 0); /* a partition landed before a PUSHED */
+        unstaged += job.ctx[a]->agg->unstaged_clocks;
+    }
+    if (unstaged_out)
+        *unstaged_out = unstaged;
+    return staged;
+}
 
+/* Staged models (engine/agg_stage.c), two aggregators, after clock 0. A
+ * clock whose pushes all landed is reduced and its model written to the
+ * workers before every worker said PUSHED, but their pulls complete only
+ * once it counts. Then worker 3 pushes tensor a and dies before pushing b:
+ * the partition of a alone (a[0, 1024); the next holds a's tail and b's
+ * head) is staged with its push in it, and worker 2's parameters hold that
+ * model (a[0] = staged_a0); the drop's boundary says its clock does not
+ * count, so the stage is discarded and worker 2's pull completes with its
+ * own gradient alone (shifts want_a, want_b), exactly as without staging. */
+static void stage_then_drop(float staged_a0, float want_a, float want_b)
+{
+    assert_true(staged_clocks(NULL) > 0); /* a partition landed before a
+                                              PUSHED */
     const int ta = 0;
     strata_request_t *p3;
     grads(3, 100.0f, 100.0f);
@@ -1052,24 +1060,58 @@ static void staged_model_discarded_when_a_push_stops_counting(void **state)
     pump();
     strata_status_t st;
     assert_false(done(&q2, &st)); /* worker 3 never said PUSHED */
-    /* the staged model: a by 0.5 * (1 + 100) / 2 more; a's tail waits */
-    assert_true(job.buf[2].a[0] == -26.25f);
-    assert_true(job.buf[2].a[1023] == 1023 * 0.25f - 26.25f);
+    /* the staged model of a (clock 0 moved it by 1); a's tail waits */
+    assert_true(job.buf[2].a[0] == staged_a0);
+    assert_true(job.buf[2].a[1023] == 1023 * 0.25f + staged_a0);
     assert_true(job.buf[2].a[1024] == 1024 * 0.25f - 1.0f);
 
     rank_kill(3);
     test_log.errors = 0;
     pump();
     assert_int_equal(wait_done(&q2), STRATA_OK);
-    /* clock 1 counts worker 2 alone (boundary 1): 0.5 * 1, 0.5 * 2 */
-    expect_model(2, 1.5f, 1.0f);
+    expect_model(2, want_a, want_b);
     assert_int_equal(wait_done(&p2), STRATA_OK);
-    uint64_t unstaged = 0;
-    for (int a = 0; a < 2; a++)
-        unstaged += job.ctx[a]->agg->unstaged_clocks;
+    uint64_t unstaged;
+    (void)staged_clocks(&unstaged);
     assert_int_equal(unstaged, 1);
     assert_int_equal(test_log.errors, 0);
+}
 
+/* Without the comparison at commit: 'rank 2: a[0] = -26.25, expected
+ * -1.5'. */
+static void staged_model_discarded_when_a_push_stops_counting(void **state)
+{
+    (void)state;
+    two_workers_first_clock(NULL);
+    /* staged: 0.5 * (1 + 100) / 2 more; clock 1 counts worker 2 alone
+     * (boundary 1): 0.5 * 1, 0.5 * 2 */
+    stage_then_drop(-26.25f, 1.5f, 1.0f);
+    job_finalize_first(3);
+}
+
+/* The same under sgd with momentum 0.5: the staged update's momentum is
+ * discarded with its model, and a committed one replaces the partition's,
+ * so that every clock steps from the last one that counts. Clock 0: v_a =
+ * 2, v_b = 0. */
+static void staged_momentum_discarded_when_a_push_stops_counting(void **state)
+{
+    (void)state;
+    const char *extra[] = {"MOMENTUM=0.5", NULL};
+    two_workers_first_clock(extra);
+    /* staged: v_a = 0.5 * 2 + (1 + 100) / 2 = 51.5, a by 0.5 * 51.5 more;
+     * clock 1 counts worker 2 alone: v_a = 0.5 * 2 + 1, v_b = 2 */
+    stage_then_drop(-26.75f, 2.0f, 1.0f);
+
+    /* clock 2, worker 2 alone, staged and committed: v_a = 0.5 * 2 + 1,
+     * v_b = 0.5 * 2 + 2 */
+    uint64_t staged = staged_clocks(NULL);
+    grads(2, 1.0f, 2.0f);
+    strata_request_t *p2 = push(2), *q2 = pull(2, 3);
+    pump();
+    assert_int_equal(wait_done(&q2), STRATA_OK);
+    expect_model(2, 3.0f, 2.5f);
+    assert_int_equal(wait_done(&p2), STRATA_OK);
+    assert_true(staged_clocks(NULL) > staged);
     job_finalize_first(3);
 }
 
@@ -1108,19 +1150,52 @@ static void aggregator_lost_mid_round(void **state)
     job_end();
 }
 
-/* Both workers push clock c and pull its model. */
+/* Both workers (the ranks after the aggregators) push clock c and pull its
+ * model. */
 static void step_both(int64_t c)
 {
     strata_request_t *ps[2], *pl[2];
     for (int w = 0; w < 2; w++) {
-        ps[w] = push(1 + w);
-        pl[w] = pull(1 + w, c + 1);
+        ps[w] = push(job.naggs + w);
+        pl[w] = pull(job.naggs + w, c + 1);
     }
     pump();
     for (int w = 0; w < 2; w++) {
         assert_int_equal(wait_done(&ps[w]), STRATA_OK);
         assert_int_equal(wait_done(&pl[w]), STRATA_OK);
     }
+}
+
+/* Staged fp16 models under sgd with momentum 0.5: the model's fp32 master
+ * and its momentum are staged with it and become the partition's at the
+ * commit, so that every clock steps from the last. Two aggregators (a
+ * partition of h each), workers 2 and 3 pushing 1 and 3: the mean 2, lr
+ * 0.5: v = 2, 3, 3.5 and h = -1, -2.5, -4.25. */
+static void staged_fp16_model_with_momentum(void **state)
+{
+    (void)state;
+    const char *extra[] = {"MOMENTUM=0.5", NULL};
+    job_start(4, 2, extra);
+    job_commit_with(register_h);
+    for (int i = 0; i < NH; i++) {
+        job.buf[2].gh[i] = agg_f32_to_f16(1.0f);
+        job.buf[3].gh[i] = agg_f32_to_f16(3.0f);
+    }
+    const float want[] = {-1.0f, -2.5f, -4.25f};
+    for (int c = 0; c < 3; c++) {
+        step_both(c);
+        for (int r = 2; r < 4; r++)
+            for (int i = 0; i < NH; i++)
+                if (job.buf[r].h[i] != agg_f32_to_f16(want[c]))
+                    fail_msg("clock %d: rank %d: h[%d] = %g, expected %g", c, r,
+                             i, (double)agg_f16_to_f32(job.buf[r].h[i]),
+                             (double)want[c]);
+    }
+    uint64_t unstaged, staged = staged_clocks(&unstaged);
+    if (staged < 4 || unstaged != 0) /* clocks 1 and 2 at least */
+        fail_msg("%llu clocks staged and committed, %llu discarded",
+                 (unsigned long long)staged, (unsigned long long)unstaged);
+    job_finalize();
 }
 
 /* GDTopK on an fp16 tensor under gssp: in the warm-up its pushes are dense
@@ -1239,6 +1314,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(
             staged_model_discarded_when_a_push_stops_counting, test_log_setup,
             test_log_teardown),
+        cmocka_unit_test_setup_teardown(
+            staged_momentum_discarded_when_a_push_stops_counting,
+            test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(staged_fp16_model_with_momentum,
+                                        test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(aggregator_lost_mid_round,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(gdtopk_on_fp16, test_log_setup,
