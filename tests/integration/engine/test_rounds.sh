@@ -22,10 +22,11 @@ rounds() {
     fail "not every worker reported exact rounds: $OUT"
 }
 
-# steps_of W: worker W's local steps per round, summed.
+# steps_of W: worker W's local steps per round, summed over every round
+# but round 0 (the warm-up: everyone trains on until the slowest reports).
 steps_of() {
-  sed -n "s/^worker $1: .*local steps //p" <<<"$OUT" | tr ',' '\n' |
-    awk '{ s += $1 } END { print s + 0 }'
+  sed -n "s/^worker $1: .*local steps //p" <<<"$OUT" | cut -d, -f2- |
+    tr ',' '\n' | awk '{ s += $1 } END { print s + 0 }'
 }
 
 rounds 3 2 STRATA_POLICY=fedavg STRATA_FEDAVG_STEPS=3 -- --rounds 3 --check distinct
@@ -34,13 +35,18 @@ rounds 3 2 STRATA_POLICY=fedavg STRATA_FEDAVG_STEPS=3 -- --rounds 3 --check dist
 
 for nb in 0 1; do
   rounds 3 2 STRATA_POLICY=esync STRATA_ESYNC_NONBLOCKING=$nb -- \
-    --rounds 4 --check distinct --sleep-ms 6
-  # Steps of 6, 24 and 54 ms: the fastest takes several per round, the
-  # slowest about one (round 0, the warm-up, aside). A loaded machine adds
-  # its wake-up latency to every step: with 2, 8 and 18 ms steps the
-  # fastest once measured barely twice the slowest (18 local steps to 10).
+    --rounds 6 --check distinct --sleep-ms 30
+  # Steps of 30, 120 and 270 ms: the fastest takes about 9 per round, the
+  # slowest one; at least three times the slowest's steps in rounds 1-5.
+  # A State Server that lets nobody take more (every worker ready at once,
+  # STRATA_ESYNC_EPSILON=1) gives the fastest 7-10 to 5: it fails. A loaded
+  # machine adds its wake-up latency to every step: with 6, 24 and 54 ms
+  # steps over 4 rounds, round 0 counted and a 2x bound, the fastest took
+  # 13 local steps to the slowest's 10 once in 16 jobs at load 27 (2, 8 and
+  # 18 ms before: 18 to 10 at load 24), and round 0's warm-up let such a
+  # State Server pass; now 23 to 5 at the least in 12 jobs at load 29-32.
   fast=$(steps_of 0) slow=$(steps_of 2)
-  [ "$fast" -ge $((2 * slow)) ] ||
+  [ "$fast" -ge $((3 * slow)) ] ||
     fail "esync (non-blocking=$nb): the fastest worker took $fast local steps, the slowest $slow: $OUT"
 done
 
