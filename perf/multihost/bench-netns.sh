@@ -5,7 +5,7 @@
 #   perf/multihost/bench-netns.sh BUILD [--workers W] [--aggs 1,2]
 #       [--rates 1gbit,10gbit] [--sizes 1M:16M] [--rounds R] [--iters N]
 #       [--min-workers N] [--partition-bytes P] [--stage-model 1,0]
-#       [--out DIR]
+#       [--optimizer sum|sgd] [--momentum M] [--out DIR]
 #
 # Hosts: aggregators a on host a (one per host), the W workers on hosts of
 # their own after them; links (both directions) shaped with tbf, 20 ms
@@ -21,6 +21,10 @@
 #              different partitions may overlap; a round that pushes
 #              everything, then pulls, takes at least twice this)
 #   eff        bound_us / strata_us
+#   path_us    the same bytes over what one iperf3 stream carried on that
+#              path in this run (tbf counts headers, so at most about 0.95
+#              of the rate; unshaped, or where the processors bind, less)
+#   path_eff   path_us / strata_us
 #   vs_mpi     mpi_us / strata_us (above 1: Strata faster)
 #   vs_S1      strata_us with one aggregator / strata_us with S
 # --min-workers: STRATA_MIN_WORKERS of every rank (default: the engine's, 1).
@@ -33,6 +37,8 @@
 # written ahead of PUSHED and committed after, docs/policies.md); 0 measures
 # the round without; with both (1,0) the runs alternate and the table's rate
 # column says which (1gbit-stage0).
+# --optimizer: strata-bench-pushpull's (default sum: the workers get the
+# sum); --momentum: STRATA_MOMENTUM of every rank (sgd only).
 # Needs root (emulated hosts); the figures are only comparable within a run.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -41,7 +47,7 @@ nsc=$here/../../tests/multihost/nscluster
 BUILD=$(cd "$1" && pwd)
 shift
 W=2 aggs=1,2 rates=1gbit,10gbit sizes=1M:16M rounds=3 iters="" out="" minw=1
-part="" stage=1
+part="" stage=1 optimizer=sum momentum=0
 args=("$@")
 while [ $# -gt 0 ]; do
     case "$1" in
@@ -54,6 +60,8 @@ while [ $# -gt 0 ]; do
     --min-workers) minw=$2; shift 2 ;;
     --partition-bytes) part=$2; shift 2 ;;
     --stage-model) stage=$2; shift 2 ;;
+    --optimizer) optimizer=$2; shift 2 ;;
+    --momentum) momentum=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) echo "bench-netns: unknown option $1" >&2; exit 2 ;;
     esac
@@ -71,7 +79,7 @@ fi
 mkdir -p "$out"
 export PATH=$BUILD/bin:$PATH
 for v in $(env | grep -o '^STRATA_[A-Z0-9_]*' || true); do unset "$v"; done
-echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds, STRATA_MIN_WORKERS=$minw, partition ${part:-auto}, STRATA_STAGE_MODEL=$stage"
+echo "# bench-netns: $W workers, aggregators ${aggs}, rates ${rates}, sizes ${sizes}, $rounds rounds, STRATA_MIN_WORKERS=$minw, partition ${part:-auto}, STRATA_STAGE_MODEL=$stage, optimizer $optimizer, STRATA_MOMENTUM=$momentum"
 echo "# load at start: $(uptime)"
 echo "# raw results in $out"
 
@@ -101,8 +109,10 @@ for ((round = 1; round <= rounds; round++)); do
                 [ -z "$part" ] || extra+=(--partition-bytes "$part")
                 if ! "$here/../../tests/multihost/mhrun" --launch mpirun --spmd -n "$W" -a "$s" \
                     --map "${map%,}" --coord file --timeout 900 \
-                    -e STRATA_MIN_WORKERS="$minw" -e STRATA_STAGE_MODEL="$st" -- \
+                    -e STRATA_MIN_WORKERS="$minw" -e STRATA_STAGE_MODEL="$st" \
+                    -e STRATA_MOMENTUM="$momentum" -- \
                     "$BUILD/bin/strata-bench-pushpull" --aggregators "$s" \
+                    --optimizer "$optimizer" \
                     --min-bytes "${sizes%%:*}" --max-bytes "${sizes##*:}" \
                     --json "$out/$tag.json" "${extra[@]}" >"$out/$tag.log" 2>&1; then
                     echo "# $tag failed: see $out/$tag.log" >&2
