@@ -58,8 +58,7 @@ bool eng_agg_on_pushed(strata_ctx_t *ctx, eng_wlink_t *l, eng_rbuf_t *r)
 bool eng_agg_landed(strata_ctx_t *ctx, uint32_t w, int64_t c)
 {
     eng_agg_t *a = ctx->agg;
-    if (a->layout->holders_used != 1 || c != a->pushed[w] + 1 ||
-        !eng_agg_holds(a, w, c))
+    if (!a->one_holder || c != a->pushed[w] + 1 || !eng_agg_holds(a, w, c))
         return false;
     eng_agg_announced(ctx, w, c);
     return true;

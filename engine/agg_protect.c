@@ -71,6 +71,7 @@ typedef struct eng_rebuild {
     eng_frag_t *have;
     uint64_t in, want;
     unsigned char *shard; /* k * frag: the rebuilt shard */
+    bool intact;          /* decoded, and its CRC32C matches */
 } eng_rebuild_t;
 
 struct eng_agg_protect {
@@ -588,6 +589,7 @@ static void eng_protect_decode(strata_ctx_t *ctx)
                  "the rebuilt shard's CRC32C is %08x, the lost aggregator's "
                  "snapshot had %08x",
                  crc, rb->crc);
+    rb->intact = !why[0];
     if (!why[0])
         util_info("shard %u: rebuilt the shard of aggregator %u at clock "
                   "%" PRId64 " (%" PRIu64 " bytes, CRC32C %08x)",
@@ -742,6 +744,27 @@ strata_status_t eng_agg_protect_msg(strata_ctx_t *ctx, unsigned type,
     default:
         return STRATA_ERR_PROTO;
     }
+}
+
+const unsigned char *eng_agg_protect_rebuilt(const eng_agg_t *a, uint32_t lost,
+                                             int64_t clock)
+{
+    const eng_rebuild_t *rb = a->prot ? a->prot->rb : NULL;
+    return rb && rb->intact && rb->lost == lost && rb->clock == clock
+               ? rb->shard
+               : NULL;
+}
+
+void eng_agg_protect_stop(eng_agg_t *a)
+{
+    struct eng_agg_protect *pr = a->prot;
+    if (!pr)
+        return;
+    pr->next = 0;
+    pr->cursor = pr->total;
+    pr->out_cursor = pr->out_total;
+    eng_rebuild_free(pr->rb, pr->geo.k * (pr->geo.n - 1));
+    pr->rb = NULL;
 }
 
 void eng_agg_protect_free(eng_agg_t *a)

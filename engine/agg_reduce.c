@@ -207,6 +207,8 @@ static void eng_reduce_unit(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t g,
     atomic_fetch_add_explicit(&ctx->cnt.updates, 1, memory_order_relaxed);
     for (size_t k = 0; k < u->n; k++)
         ap->applied[a->src_w[k]] = a->src_wc[k];
+    if (a->taken_left)
+        eng_agg_takeover_applied(ctx, ap, u->clock);
 }
 
 strata_status_t eng_agg_moves(strata_ctx_t *ctx, eng_apart_t *ap)

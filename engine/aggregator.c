@@ -211,7 +211,7 @@ void eng_agg_join(strata_ctx_t *ctx, eng_wlink_t *l, int widx)
 
 /* ---- the shard ---- */
 
-static strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
+strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap)
 {
     eng_agg_t *a = ctx->agg;
     const eng_policy_t *pol = ctx->policy;
@@ -265,7 +265,14 @@ static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
     eng_agg_t *a = ctx->agg;
     const eng_layout_t *lay = a->layout;
     a->nparts = lay->held_nparts[a->shard];
-    a->parts = util_calloc(a->nparts ? a->nparts : 1, sizeof(*a->parts));
+    /* A shard that may be taken over here (agg_takeover.c) finds room. */
+    bool may_take = eng_config_int(ctx->cfg, ENG_CFG_PROTECT_EVERY) &&
+                    !ctx->policy->sum_only;
+    a->parts_cap = a->nparts;
+    for (uint32_t s = 0; may_take && s < lay->nshards; s++)
+        if (a->nparts + lay->shard_nparts[s] > a->parts_cap)
+            a->parts_cap = a->nparts + lay->shard_nparts[s];
+    a->parts = util_calloc(a->parts_cap ? a->parts_cap : 1, sizeof(*a->parts));
     a->piece_local = util_malloc(sizeof(int32_t) * lay->npieces);
     if (!a->parts || !a->piece_local)
         return STRATA_ERR_NOMEM;
@@ -283,10 +290,16 @@ static strata_status_t eng_shard_plan(strata_ctx_t *ctx)
             return st;
         for (uint32_t k = 0; k < ap->part->npieces; k++)
             a->piece_local[ap->part->first_piece + k] = (int32_t)a->npieces++;
-        size_t need = ap->part->bytes;
-        if (strata_dtype_size(ap->part->dtype) == 2) /* summed in fp32 */
-            need = ap->part->count * sizeof(float);
-        largest = need > largest ? need : largest;
+    }
+    /* Room to reduce any partition this aggregator may hold: its own, or
+     * any once a shard may be taken over. */
+    for (uint32_t i = 0; i < lay->nparts; i++) {
+        const eng_partition_t *p = &lay->parts[i];
+        size_t need = p->bytes;
+        if (strata_dtype_size(p->dtype) == 2) /* summed in fp32 */
+            need = p->count * sizeof(float);
+        if (may_take || p->holder == a->shard)
+            largest = need > largest ? need : largest;
     }
     a->upd.scratch = util_aligned_alloc(64, largest ? largest : 64);
     return a->upd.scratch ? STRATA_OK : STRATA_ERR_NOMEM;
@@ -345,6 +358,7 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
         st = eng_shard_plan(ctx);
     if (st != STRATA_OK)
         return st;
+    a->one_holder = a->layout->holders_used == 1;
     uint64_t bytes = a->layout->held_bytes[a->shard];
     a->out = util_aligned_alloc(4096, bytes ? bytes : 64);
     if (!a->out)
@@ -428,6 +442,8 @@ static void eng_agg_on_coord_recv(strata_ctx_t *ctx, unsigned type,
     else if ((type == ENG_MSG_REJOIN_ASK || type == ENG_MSG_REJOIN) &&
              a->layout)
         st = eng_agg_rejoin_msg(ctx, type, r);
+    else if (type == ENG_MSG_TAKEOVER && a->layout)
+        st = eng_agg_takeover_msg(ctx, r);
     else if (eng_agg_policy(ctx)->on_coord_msg)
         st = eng_agg_policy(ctx)->on_coord_msg(ctx, type, r);
     if (st != STRATA_OK)
@@ -466,10 +482,13 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
             const eng_dst_t *d = &l->dst[a->piece_local[k]];
             bool last = l->qpiece + 1 == n;
             size_t len = e->kind == ENG_SEND_COMMIT ? 0 : pc->len;
+            tp_mr_t *src = e->from_stage ? a->stage_mr[prov]
+                           : part->region
+                               ? a->regions[part->region - 1].out_mr[prov]
+                               : a->out_mr[prov];
             strata_status_t st = tp_write(
-                l->peer.ep, e->from_stage ? a->stage_mr[prov] : a->out_mr[prov],
-                part->held_off + pc->part_off, &d->d, d->off, len,
-                eng_imm(ENG_IMM_MODEL, e->clock, ap->index),
+                l->peer.ep, src, part->held_off + pc->part_off, &d->d, d->off,
+                len, eng_imm(ENG_IMM_MODEL, e->clock, ap->index),
                 last && !staged ? TP_WRITE_IMM : 0,
                 (void *)((uintptr_t)(l->widx + 1) << 32 | e->part |
                          (staged ? ENG_WRITE_STAGED : 0)));
@@ -526,7 +545,8 @@ static void eng_serve_one(strata_ctx_t *ctx, eng_apart_t *ap, uint32_t i, int w)
     /* No ep: the worker's connection dropped and the job's failure naming
      * it is on the way; a model write to it would fail in its place. */
     if (!ap->initialized || !l || !l->peer.ep || !l->params_ready || l->left ||
-        a->dropped[w] || ap->want[w] <= ap->served[w])
+        a->dropped[w] || ap->want[w] <= ap->served[w] ||
+        ap->part->region > l->ready) /* a shard taken over: no PARAMS yet */
         return;
     int64_t c = ap->want[w];
     if (!eng_may_serve(ctx, ap, (uint32_t)w, c)) {
@@ -558,6 +578,9 @@ void eng_serve(strata_ctx_t *ctx, uint32_t i)
 void *eng_slot(const eng_agg_t *a, const eng_wlink_t *l, const eng_apart_t *ap,
                int64_t clock)
 {
+    uint32_t r = ap->part->region;
+    if (r) /* a shard taken over: its region's slots */
+        return (char *)l->rslots[r - 1] + eng_layout_slot_off(ap->part, clock);
     return (char *)l->slots +
            (uint64_t)(clock & 1) * a->layout->held_bytes[a->shard] +
            ap->part->held_off;
@@ -814,12 +837,18 @@ static void eng_agg_on_recv(strata_ctx_t *ctx, eng_peer_t *peer, unsigned type,
         return;
     }
     bool ok = l->slots_sent;
-    if (ok && type == ENG_MSG_PARAMS && !l->params_ready &&
-        eng_on_params(ctx, l, r))
+    /* PARAMS at the commit, and again for a shard taken over (TAKEN) */
+    bool params = !l->params_ready || l->taking;
+    if (ok && type == ENG_MSG_PARAMS && params && eng_on_params(ctx, l, r))
         return;
     if (ok && type == ENG_MSG_GRADS && !l->params_ready &&
         eng_on_grads(ctx, l, r))
         return;
+    if (ok && type == ENG_MSG_PARAMS_END && eng_rbuf_ok(r) &&
+        l->ndst == a->npieces && l->taking) {
+        eng_agg_takeover_ready(ctx, l);
+        return;
+    }
     if (ok && type == ENG_MSG_PARAMS_END && eng_rbuf_ok(r) &&
         l->ndst == a->npieces && !l->params_ready) {
         l->params_ready = true;
@@ -966,6 +995,11 @@ static void eng_wlink_free(eng_wlink_t *l)
 {
     if (l->slots_mr)
         tp_mr_dereg(l->slots_mr);
+    for (uint32_t r = 0; r < l->nrslots; r++)
+        if (l->rslots_mr[r])
+            tp_mr_dereg(l->rslots_mr[r]);
+    util_free(l->rslots);
+    util_free(l->rslots_mr);
     util_free(l->q);
     util_free(l->dst);
     util_free(l->in_place);
@@ -982,6 +1016,7 @@ void eng_agg_free(strata_ctx_t *ctx)
     eng_agg_ckpt_free(a);
     eng_agg_protect_free(a);
     eng_agg_stage_free(a);
+    eng_agg_takeover_free(a);
     while (a->accepted) {
         eng_wlink_t *l = a->accepted;
         a->accepted = l->next;

@@ -17,6 +17,8 @@
  *                 count, its model written ahead, committed after PUSHED
  *   agg_zcopy.c   zero copy: workers' gradients read in place, CONSUMED,
  *                 RELEASE
+ *   agg_takeover.c a lost aggregator's shard, rebuilt here, taken over
+ *                 (TAKEOVER, TAKEN)
  */
 #ifndef STRATA_ENGINE_AGGREGATOR_H
 #define STRATA_ENGINE_AGGREGATOR_H
@@ -115,7 +117,22 @@ typedef struct eng_wlink {
      * for it to be released before it landed (bit 2 + p). */
     const void **in_place;
     uint8_t *held;
+    /* Shards taken over (agg_takeover.c): the worker's receive slots of
+     * each region past the commit's ([region - 1], nrslots of them), the
+     * region whose PARAMS are coming (0: none), and the newest one whose
+     * PARAMS_END came (its partitions may be written to the worker). */
+    void **rslots;
+    tp_mr_t **rslots_mr;
+    uint32_t nrslots, taking, ready;
 } eng_wlink_t;
+
+/* A region of a shard taken over: the model of its partitions. */
+typedef struct eng_region {
+    uint32_t shard;
+    uint64_t bytes;
+    void *out;
+    tp_mr_t *out_mr[ENG_NPROV];
+} eng_region_t;
 
 /* The learning rates the workers announced (STRATA_OPTIMIZER=sgd), in
  * clock order: from clock[i] on, lr[i]; before the first, the job's. */
@@ -195,6 +212,16 @@ struct eng_agg {
     uint64_t ckpt_skipped;
     bool restored; /* the model came from a checkpoint, not worker 0 */
     struct eng_agg_protect *prot; /* STRATA_PROTECT_EVERY; NULL: off */
+    /* Shards taken over (agg_takeover.c): room in parts for their
+     * partitions (reserved at the commit), the regions past the commit's
+     * ([region - 1]); the resume clock, when TAKEOVER came, and moved
+     * partitions that have not applied that clock yet. */
+    uint32_t parts_cap, nregions;
+    eng_region_t *regions;
+    int64_t taken_resume;
+    uint64_t taken_ns;
+    uint32_t taken_left;
+    bool one_holder; /* the layout at the commit: no PUSHED (agg_drop.c) */
 };
 
 /* The aggregator's part of a policy (policy.h): what it does beyond
@@ -275,6 +302,28 @@ strata_status_t eng_agg_protect_msg(strata_ctx_t *ctx, unsigned type,
                                     eng_rbuf_t *r);
 /* Checks the fragments held one last time, frees them. */
 void eng_agg_protect_free(eng_agg_t *a);
+/* The shard of aggregator `lost` rebuilt here at `clock` and found intact
+ * (its snapshot: model, then each partition's momentum and fp32 master),
+ * or NULL. */
+const unsigned char *eng_agg_protect_rebuilt(const eng_agg_t *a, uint32_t lost,
+                                             int64_t clock);
+/* After a takeover: nothing more is protected (one shard each no longer
+ * holds), the rebuild's memory freed. */
+void eng_agg_protect_stop(eng_agg_t *a);
+
+/* ---- agg_takeover.c ---- */
+
+/* TAKEOVER from the coordinator: the shard moves (here, if this aggregator
+ * is the taker: installed from its rebuild, TAKEN to every worker). */
+strata_status_t eng_agg_takeover_msg(strata_ctx_t *ctx, eng_rbuf_t *r);
+/* The worker's PARAMS_END for the region it was told of (TAKEN): the
+ * region's partitions are written to it from now on. */
+void eng_agg_takeover_ready(strata_ctx_t *ctx, eng_wlink_t *l);
+/* Partition ap applied `clock`: logs once every moved partition applied
+ * the resume clock (the recovery's end). */
+void eng_agg_takeover_applied(strata_ctx_t *ctx, const eng_apart_t *ap,
+                              int64_t clock);
+void eng_agg_takeover_free(eng_agg_t *a);
 
 /* ---- agg_drop.c ---- */
 
@@ -354,6 +403,9 @@ static inline bool eng_agg_counts(const eng_agg_t *a, uint32_t w, int64_t wc)
  * each in out or stage, which a commit swaps. */
 static inline void *eng_agg_model(const eng_agg_t *a, const eng_apart_t *ap)
 {
+    uint32_t r = ap->part->region;
+    if (r) /* a shard taken over (agg_takeover.c): its region's, not staged */
+        return (char *)a->regions[r - 1].out + ap->part->held_off;
     return (char *)(ap->flip ? a->stage : a->out) + ap->part->held_off;
 }
 
@@ -363,6 +415,9 @@ static inline void *eng_agg_stage_buf(const eng_agg_t *a, const eng_apart_t *ap)
 }
 
 /* ---- aggregator.c ---- */
+
+/* A partition's state, its pushes and pulls at clock 0 (ap->part set). */
+strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap);
 
 /* Queue a model write of partition i's clock `clock` to worker l, and post
  * what the connection takes. */

@@ -4,7 +4,8 @@
  *   coord_policy.c  dropping workers that died or fell silent (every
  *                   policy), and the ESync State Server's queries
  *   coord_regroup.c gssp's part: epochs, grouping by speed, regrouping
- *   coord_protect.c shard protection: the protected clock, rebuilds
+ *   coord_protect.c shard protection: the protected clock, rebuilds,
+ *                   takeovers
  */
 #ifndef STRATA_ENGINE_COORD_H
 #define STRATA_ENGINE_COORD_H
@@ -73,6 +74,12 @@ struct eng_coord {
     int rebuild_lost, rebuild_by;
     uint64_t rebuild_start_ns, rebuild_deadline_ns;
     char rebuild_why[384];
+    /* Takeover by the rebuilder: the shard rebuilt, the first failure a
+     * takeover does not mend ("": none), the shard taken over (-1: none;
+     * nothing is protected after it). */
+    bool rebuilt;
+    char unmended[TP_MSG_MAX + 64];
+    int taken;
     uint64_t held_until_ns; /* a failure held (0: none), and its words */
     char held_why[TP_MSG_MAX + 64];
     /* Rejoining, one at a time and never during a drop (coord_rejoin.c):
@@ -116,13 +123,21 @@ bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m,
 /* FAILED from m: held (true) while a rebuild is under way (its end
  * decides) and, once a clock is agreed, a lost connection for a quarter of
  * STRATA_TIMEOUT_MS (the aggregator lost may be seen here after); the
- * first one held fails the job then, unless a rebuild started. */
+ * first one held fails the job then, unless a rebuild started. A worker's
+ * that said LOST is mended by the takeover; any other ends the job once
+ * the shard is rebuilt. */
 bool eng_coord_protect_hold(strata_ctx_t *ctx, eng_member_t *m,
                             strata_status_t st, const char *reason);
 /* REBUILT: the rebuilder's outcome. */
 void eng_coord_on_rebuilt(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
-/* LOST: a worker's link to an aggregator broke. */
+/* LOST: a worker's link to an aggregator broke; the takeover follows once
+ * the shard is rebuilt and every worker said so. */
 void eng_coord_on_lost(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
+/* Aggregators in the job: all but one whose shard was taken over. */
+static inline int eng_coord_naggs(const strata_ctx_t *ctx)
+{
+    return ctx->naggs - (ctx->coord->taken >= 0);
+}
 /* Every beat: a rebuild past its deadline fails the job. */
 void eng_coord_protect_check(strata_ctx_t *ctx);
 

@@ -144,7 +144,7 @@ void eng_coord_on_drop_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     }
     c->drop_pushed = pushed > c->drop_pushed ? pushed : c->drop_pushed;
     c->drop_reached = reached > c->drop_reached ? reached : c->drop_reached;
-    if (++c->drop_answers < ctx->naggs)
+    if (++c->drop_answers < eng_coord_naggs(ctx))
         return;
     eng_member_t *v = c->by_rank[ctx->naggs + (int)w];
     v->drop_at = c->drop_pushed + 1;

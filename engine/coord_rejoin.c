@@ -194,7 +194,7 @@ void eng_coord_on_rejoin_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     c->join_reached = reached > c->join_reached ? reached : c->join_reached;
     c->join_any = any > c->join_any ? any : c->join_any;
     c->join_lags |= lags;
-    if (++c->join_answers < ctx->naggs)
+    if (++c->join_answers < eng_coord_naggs(ctx))
         return;
     eng_member_t *v = c->by_rank[ctx->naggs + (int)w];
     if (c->join_lags) {

@@ -52,6 +52,9 @@ typedef struct eng_policy_ops {
     /* Rounds end when the State Server says so (else after a fixed number
      * of local steps). */
     bool state_server;
+    /* A lost aggregator's shard may be taken over (agg_takeover.c): one
+     * clock per update of every partition, no groups that move. */
+    bool takeover;
     /* The coordinator's, the workers' and the aggregators' parts; NULL: the
      * role does nothing of its own under the policy. */
     const eng_coord_policy_t *coord;

@@ -96,10 +96,18 @@ void eng_protect_seal(const eng_protect_t *p, eng_frag_t *f)
 const char *eng_protect_loss_note(const eng_config_t *cfg)
 {
     return eng_config_int(cfg, ENG_CFG_PROTECT_EVERY)
-               ? " (STRATA_PROTECT_EVERY keeps parity of its shard, but "
-                 "taking a lost shard over is not built yet: the job cannot "
-                 "go on)"
+               ? " (STRATA_PROTECT_EVERY: its shard is taken over only once "
+                 "a clock of the shards is protected)"
                : "";
+}
+
+int eng_protect_taker(const uint32_t *held, const bool *alive, uint32_t n)
+{
+    int best = -1;
+    for (uint32_t a = 0; a < n; a++)
+        if (alive[a] && (best < 0 || held[a] < held[best]))
+            best = (int)a;
+    return best;
 }
 
 bool eng_protect_intact(const eng_protect_t *p, const eng_frag_t *f)

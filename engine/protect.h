@@ -19,8 +19,8 @@
  * The aggregator's part (engine/agg_protect.c) snapshots its shard, sends
  * the pieces to the parity holders, and rebuilds a lost shard from the
  * survivors' fragments; the coordinator's (engine/coord_protect.c) names
- * the clocks and runs a rebuild. What is not built yet: the takeover of a
- * rebuilt shard (issue 16, item 3).
+ * the clocks, runs a rebuild and then the takeover of the rebuilt shard by
+ * a survivor (engine/agg_takeover.c).
  */
 #ifndef STRATA_ENGINE_PROTECT_H
 #define STRATA_ENGINE_PROTECT_H
@@ -81,8 +81,13 @@ void eng_protect_parity_add_at(const eng_protect_t *p, eng_frag_t *f,
                                const unsigned char *bytes);
 void eng_protect_seal(const eng_protect_t *p, eng_frag_t *f);
 
-/* What a message about a lost aggregator adds (the sentence, or "") while
- * shards are protected but a lost one cannot be taken over yet, so that no
+/* The aggregator that takes a lost shard over: of those alive (alive[a]),
+ * the one holding the fewest shards (held[a]), then the lowest rank; -1
+ * when none is. */
+int eng_protect_taker(const uint32_t *held, const bool *alive, uint32_t n);
+
+/* What a message about a lost aggregator adds (the sentence, or "") when
+ * shards are protected but no clock of them was agreed yet, so that no
  * one takes the protection for recovery. */
 const char *eng_protect_loss_note(const eng_config_t *cfg);
 

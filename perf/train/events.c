@@ -1,9 +1,53 @@
 /* One line per failure and recovery of a job (events.h). */
 #include "perf/train/events.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
+
+/* The coordinator's lines of an aggregator lost and its shard taken over
+ * (engine/coord_protect.c):
+ *   aggregator rank A (...) ...; its shard is rebuilt at clock P by
+ *     aggregator rank T, which takes it over
+ *   aggregator rank A (...) ...; shard A taken over by aggregator rank T,
+ *     resumed at clock R (protected at P: ...), X ms after the loss
+ * True if the line was one of them. */
+static bool perf_agg_event(perf_events_t *e, const char *line, double t)
+{
+    const char *a = strstr(line, "aggregator rank ");
+    const char *rb = strstr(line, "; its shard is rebuilt at clock ");
+    const char *tk = strstr(line, " taken over by aggregator rank ");
+    int rank, taker;
+    long long p, r;
+    double ms;
+    if (!a || sscanf(a, "aggregator rank %d", &rank) != 1)
+        return false;
+    if (rb && sscanf(rb,
+                     "; its shard is rebuilt at clock %lld by aggregator "
+                     "rank %d",
+                     &p, &taker) == 2) {
+        e->failures++;
+        printf("%-12s %7.2f s  failure: aggregator rank %d lost, its shard "
+               "rebuilt at clock %lld by aggregator rank %d\n",
+               e->policy, t, rank, p, taker);
+    } else if (tk &&
+               sscanf(tk,
+                      " taken over by aggregator rank %d, resumed "
+                      "at clock %lld (protected at %lld",
+                      &taker, &r, &p) == 3 &&
+               (a = strstr(tk, "), ")) && sscanf(a, "), %lf ms", &ms) == 1) {
+        e->recoveries++;
+        printf("%-12s %7.2f s  recovery: aggregator rank %d's shard taken "
+               "over by aggregator rank %d at clock %lld, %lld of its clocks "
+               "lost (%lld to %lld), %.0f ms after the loss\n",
+               e->policy, t, rank, taker, r, r - p, p, r - 1, ms);
+    } else {
+        return false;
+    }
+    fflush(stdout);
+    return true;
+}
 
 /* The coordinator's lines (engine/coord_policy.c, engine/coord_rejoin.c):
  *   worker rank R (...) dropped: its first B clocks count, none from clock
@@ -12,6 +56,8 @@
  *     of its rank were lost; N workers train on, ... */
 static void perf_event(perf_events_t *e, const char *line, double t)
 {
+    if (perf_agg_event(e, line, t))
+        return;
     const char *w = strstr(line, "worker rank ");
     int rank, live;
     long long b, j;

@@ -6,9 +6,10 @@
 # A parity fragment corrupted while held (a bit flipped by
 # STRATA_PROTECT_FLIP) is named by its CRC32C and not used. A lost
 # aggregator's shard is rebuilt by the survivors from the fragments of the
-# agreed clock, exactly, but the job still fails naming it: taking the
-# shard over is not built. A parity count the aggregators cannot hold is a
-# clear error.
+# agreed clock, exactly, by the survivor that is to take it over; the job
+# fails naming it while a worker cannot take part in the takeover (its
+# failure named). A parity count the aggregators cannot hold is a clear
+# error.
 RUN=$1 EXACT=$2
 source "$(dirname "$0")/common.sh"
 export STRATA_TRANSPORT=tcp STRATA_LOG=info
@@ -64,7 +65,9 @@ grep -q "fragment 2 of stripe 2 (clock 2, held by aggregator 1) fails its CRC32C
 # fragments; once a clock is agreed, aggregator VICTIM is SIGKILLed. The
 # survivors rebuild its shard at the agreed clock, exactly (the CRC32C of
 # the lost aggregator's own snapshot then), and the job fails naming it:
-# taking the shard over is not built. Deadlines are for hangs only.
+# the workers fail on the broken link instead of taking part in a takeover
+# (each says so, and the coordinator names the first). Deadlines are for
+# hangs only.
 killed() {
   ENV_OF_RANK=()
   start_ranks 2 "$1" env STRATA_LR=2 STRATA_PROTECT_EVERY=2 \
@@ -74,7 +77,7 @@ killed() {
   kill -KILL "${PIDS[$3]}"
   within 90 wait_ranks
   expect_rank "$3" 137 ""
-  expect_rank 0 3 "aggregator rank $3 .*its shard was rebuilt at clock [0-9]+ by aggregator rank 0, but taking a lost shard over is not built yet"
+  expect_rank 0 3 "aggregator rank $3 .*its shard was rebuilt at clock [0-9]+ by aggregator rank 0, but rank [0-9]+ .*: the job cannot go on"
   grep -qE "shard $3 rebuilt at clock [0-9]+ by aggregator rank 0 in [0-9.]+ ms: [0-9]+ bytes, its CRC32C matches" "$LDIR/0.log" ||
     fail "the lost shard was not rebuilt exactly: $(cat "$LDIR/0.log")"
   # The workers held until the coordinator's verdict, and were told it.
@@ -84,7 +87,7 @@ killed() {
   done
   [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
 }
-echo "-- an aggregator killed: its shard rebuilt by the survivors, the job fails naming it"
+echo "-- an aggregator killed: its shard rebuilt by its taker, the job fails naming it"
 killed 3 1 2
 echo "-- the same with 2 parity fragments across 4 aggregators"
 killed 4 2 1

@@ -201,6 +201,23 @@ static void other_clock_not_used(void **state)
     sim_free(&s);
 }
 
+/* The survivor that takes a lost shard over: the fewest shards held, then
+ * the lowest rank; none when no aggregator is left. */
+static void taker_fewest_shards_then_lowest_rank(void **state)
+{
+    (void)state;
+    uint32_t held[4] = {1, 1, 1, 1};
+    bool alive[4] = {false, true, true, true};
+    assert_int_equal(eng_protect_taker(held, alive, 4), 1);
+    held[1] = 2; /* rank 1 took a shard over already */
+    assert_int_equal(eng_protect_taker(held, alive, 4), 2);
+    held[2] = 3;
+    held[3] = 2; /* ranks 1 and 3 hold two each */
+    assert_int_equal(eng_protect_taker(held, alive, 4), 1);
+    alive[1] = alive[2] = alive[3] = false;
+    assert_int_equal(eng_protect_taker(held, alive, 4), -1);
+}
+
 static void bad_geometry(void **state)
 {
     (void)state;
@@ -223,6 +240,7 @@ int main(void)
                                         test_log_teardown),
         cmocka_unit_test_setup_teardown(bad_geometry, test_log_setup,
                                         test_log_teardown),
+        cmocka_unit_test(taker_fewest_shards_then_lowest_rank),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
