@@ -88,18 +88,23 @@ static inline agg_vf bf16_load(const uint16_t *p)
     __m256i x = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
     return _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
 }
-/* As agg_f32_to_bf16: add 0x7fff plus the lowest kept bit, a NaN made
- * quiet instead. */
-static inline __m128i bf16_round(agg_vf v)
+/* As agg_f32_to_bf16 (add 0x7fff plus the lowest kept bit, a NaN made quiet
+ * instead), the result in the high half of each lane, the low half 0. */
+static inline __m256i bf16_round_high(agg_vf v)
 {
-    __m256i x = _mm256_castps_si256(v), hi = _mm256_srli_epi32(x, 16);
-    __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
+    __m256i x = _mm256_castps_si256(v);
+    __m256i lsb =
+        _mm256_and_si256(_mm256_srli_epi32(x, 16), _mm256_set1_epi32(1));
     __m256i r =
         _mm256_add_epi32(x, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff)));
-    r = _mm256_srli_epi32(r, 16);
     __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-    __m256i quiet = _mm256_or_si256(hi, _mm256_set1_epi32(0x40));
+    __m256i quiet = _mm256_or_si256(x, _mm256_set1_epi32(0x400000));
     r = _mm256_blendv_epi8(r, quiet, nan);
+    return _mm256_and_si256(r, _mm256_set1_epi32((int)0xffff0000));
+}
+static inline __m128i bf16_round(agg_vf v)
+{
+    __m256i r = _mm256_srli_epi32(bf16_round_high(v), 16);
     return _mm_packus_epi32(_mm256_castsi256_si128(r),
                             _mm256_extracti128_si256(r, 1));
 }
@@ -110,6 +115,30 @@ static inline void bf16_store(uint16_t *p, agg_vf v)
 static inline void bf16_stream(uint16_t *p, agg_vf v)
 {
     _mm_stream_si128((__m128i *)p, bf16_round(v));
+}
+
+/* Pairs (simd_tmpl.h): the even elements of 16 in one vector, the odd ones
+ * in the other, each where an fp32 keeps its top half. */
+static inline void bf16_load2(const uint16_t *p, agg_vf *even_out,
+                              agg_vf *odd_out)
+{
+    __m256i x = _mm256_loadu_si256((const __m256i *)p);
+    *even_out = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    *odd_out = _mm256_castsi256_ps(
+        _mm256_and_si256(x, _mm256_set1_epi32((int)0xffff0000)));
+}
+static inline __m256i bf16_round2(agg_vf even, agg_vf odd)
+{
+    return _mm256_or_si256(_mm256_srli_epi32(bf16_round_high(even), 16),
+                           bf16_round_high(odd));
+}
+static inline void bf16_store2(uint16_t *p, agg_vf even, agg_vf odd)
+{
+    _mm256_storeu_si256((__m256i *)p, bf16_round2(even, odd));
+}
+static inline void bf16_stream2(uint16_t *p, agg_vf even, agg_vf odd)
+{
+    _mm256_stream_si256((__m256i *)p, bf16_round2(even, odd));
 }
 
 AGG_SIMD_KERNELS()

@@ -90,18 +90,38 @@ static inline agg_vf bf16_load(const uint16_t *p)
     __m512i x = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p));
     return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
 }
-/* As agg_f32_to_bf16: add 0x7fff plus the lowest kept bit, a NaN made
- * quiet instead. */
-static inline __m256i bf16_round_int(agg_vf v)
+/* As agg_f32_to_bf16 (add 0x7fff plus the lowest kept bit, a NaN made quiet
+ * instead), the result in the high half of each lane, the low half 0. */
+static inline __m512i bf16_round_high(agg_vf v)
 {
-    __m512i x = _mm512_castps_si512(v), hi = _mm512_srli_epi32(x, 16);
-    __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+    __m512i x = _mm512_castps_si512(v);
+    __m512i lsb =
+        _mm512_and_si512(_mm512_srli_epi32(x, 16), _mm512_set1_epi32(1));
     __m512i r =
         _mm512_add_epi32(x, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff)));
-    r = _mm512_srli_epi32(r, 16);
     __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-    r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
-    return _mm512_cvtepi32_epi16(r);
+    r = _mm512_mask_or_epi32(r, nan, x, _mm512_set1_epi32(0x400000));
+    return _mm512_and_si512(r, _mm512_set1_epi32((int)0xffff0000));
+}
+static inline __m256i bf16_round_int(agg_vf v)
+{
+    return _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_round_high(v), 16));
+}
+
+/* Pairs (simd_tmpl.h): the even elements of 32 in one vector, the odd ones
+ * in the other, each where an fp32 keeps its top half. */
+static inline void bf16_load2(const uint16_t *p, agg_vf *even_out,
+                              agg_vf *odd_out)
+{
+    __m512i x = _mm512_loadu_si512(p);
+    *even_out = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    *odd_out = _mm512_castsi512_ps(
+        _mm512_and_si512(x, _mm512_set1_epi32((int)0xffff0000)));
+}
+static inline __m512i bf16_round2_int(agg_vf even, agg_vf odd)
+{
+    return _mm512_or_si512(_mm512_srli_epi32(bf16_round_high(even), 16),
+                           bf16_round_high(odd));
 }
 
 /* The bf16 reduction with the AVX512_BF16 conversion

@@ -8,6 +8,7 @@
  *   for each element kind K of f32, f64, f16, bf16 (element type E):
  *     K##_load(const E *)               -> agg_vf (agg_vd for f64)
  *     K##_store(E *, v), K##_stream(E *, v)   (stream: aligned, non-temporal)
+ *   for bf16 also bf16_load2, bf16_store2, bf16_stream2 (AGG_SIMD_PAIR)
  * and then instantiates the kernels with the macros below.
  *
  * Operations happen in exactly the order of the scalar reference
@@ -24,12 +25,35 @@
 #include "agg/agg.h"
 
 /* Vectors per source per step (U: AGG_UNROLL, or AGG_UNROLL16 for 16-bit
- * elements, set by the kernel file): 256 bytes of each source, four cache
- * lines in flight as the read-only roofline reads them, as far as every
+ * elements, set by the kernel file; even): 256 bytes of each source, four
+ * cache lines in flight as the read-only roofline reads them, as far as every
  * accumulator fits in a register. A 16-bit load fills a vector from half as
  * many bytes, so it takes twice the vectors where the registers allow. */
-#define AGG_FOR_EACH_VECTOR(u, U)                                              \
-    _Pragma("GCC unroll 16") for (int u = 0; u < (U); u++)
+#define AGG_FOR_EACH_PAIR(u, U)                                                \
+    _Pragma("GCC unroll 16") for (int u = 0; u < (U); u += 2)
+
+/* A step handles its vectors in pairs, 2W elements at a time: K##_load2
+ * fills two vectors from them in whatever lane order suits the kind, and
+ * K##_store2/K##_stream2 put them back in the same order (every lane is
+ * summed alone, so the order changes no result). bf16 takes the even and the
+ * odd elements, a shift and a mask, where widening each half takes a
+ * shuffle; the other kinds take two plain vectors (AGG_SIMD_PAIR). */
+#define AGG_SIMD_PAIR(K, E, V, W)                                              \
+    static inline void K##_load2(const E *p, V *x_out, V *y_out)               \
+    {                                                                          \
+        *x_out = K##_load(p);                                                  \
+        *y_out = K##_load(p + (W));                                            \
+    }                                                                          \
+    static inline void K##_store2(E *p, V x, V y)                              \
+    {                                                                          \
+        K##_store(p, x);                                                       \
+        K##_store(p + (W), y);                                                 \
+    }                                                                          \
+    static inline void K##_stream2(E *p, V x, V y)                             \
+    {                                                                          \
+        K##_stream(p, x);                                                      \
+        K##_stream(p + (W), y);                                                \
+    }
 
 /* Bytes ahead of the current step at which 16-bit reductions prefetch each
  * source. Their conversions keep the core busy long enough per byte that the
@@ -77,27 +101,34 @@ static inline size_t agg_head(const void *p, size_t esize, size_t count)
         for (; count - i >= (U) * (W); i += (U) * (W)) {                       \
             V a[U];                                                            \
             agg_prefetch(p[0] + i, (PF), (U) * (W) * sizeof(E));               \
-            AGG_FOR_EACH_VECTOR(u, U)                                          \
+            AGG_FOR_EACH_PAIR(u, U)                                            \
             {                                                                  \
-                a[u] = K##_load(p[0] + i + u * (W));                           \
+                K##_load2(p[0] + i + u * (W), &a[u], &a[u + 1]);               \
             }                                                                  \
             for (size_t j = 1; j < nsrc; j++) {                                \
                 const E *q = p[j] + i;                                         \
                 agg_prefetch(q, (PF), (U) * (W) * sizeof(E));                  \
-                AGG_FOR_EACH_VECTOR(u, U)                                      \
+                AGG_FOR_EACH_PAIR(u, U)                                        \
                 {                                                              \
-                    a[u] = ADD(a[u], K##_load(q + u * (W)));                   \
+                    V x, y;                                                    \
+                    K##_load2(q + u * (W), &x, &y);                            \
+                    a[u] = ADD(a[u], x);                                       \
+                    a[u + 1] = ADD(a[u + 1], y);                               \
                 }                                                              \
             }                                                                  \
-            AGG_FOR_EACH_VECTOR(u, U)                                          \
+            AGG_FOR_EACH_PAIR(u, U)                                            \
             {                                                                  \
-                a[u] = MUL(a[u], s);                                           \
-                if (acc)                                                       \
-                    a[u] = ADD(K##_load(d + i + u * (W)), a[u]);               \
+                V x = MUL(a[u], s), y = MUL(a[u + 1], s);                      \
+                if (acc) {                                                     \
+                    V dx, dy;                                                  \
+                    K##_load2(d + i + u * (W), &dx, &dy);                      \
+                    x = ADD(dx, x);                                            \
+                    y = ADD(dy, y);                                            \
+                }                                                              \
                 if (stream)                                                    \
-                    K##_stream(d + i + u * (W), a[u]);                         \
+                    K##_stream2(d + i + u * (W), x, y);                        \
                 else                                                           \
-                    K##_store(d + i + u * (W), a[u]);                          \
+                    K##_store2(d + i + u * (W), x, y);                         \
             }                                                                  \
         }                                                                      \
         for (; count - i >= (W); i += (W)) {                                   \
@@ -165,6 +196,9 @@ static inline size_t agg_head(const void *p, size_t esize, size_t count)
 
 /* The four reductions, axpy and SGD of one instruction set. */
 #define AGG_SIMD_KERNELS()                                                     \
+    AGG_SIMD_PAIR(f32, float, agg_vf, AGG_WF)                                  \
+    AGG_SIMD_PAIR(f64, double, agg_vd, AGG_WD)                                 \
+    AGG_SIMD_PAIR(f16, uint16_t, agg_vf, AGG_WF)                               \
     AGG_SIMD_REDUCE(f32, float, agg_vf, float, AGG_WF, AGG_UNROLL, 0,          \
                     agg_vf_set1, agg_vf_add, agg_vf_mul, STRATA_FP32)          \
     AGG_SIMD_REDUCE(f64, double, agg_vd, double, AGG_WD, AGG_UNROLL, 0,        \
