@@ -80,14 +80,14 @@ uint64_t eng_layout_auto_partition(const eng_tensor_desc_t *tensors,
                                    bool spans_hosts)
 {
     uint64_t model = 0, parts = 2 * (uint64_t)(nshards ? nshards : 1);
+    uint64_t min =
+        spans_hosts ? ENG_PARTITION_AUTO_MIN : ENG_PARTITION_AUTO_MIN_HOST;
     uint64_t max =
         spans_hosts ? ENG_PARTITION_AUTO_MAX_HOSTS : ENG_PARTITION_AUTO_MAX;
     for (uint32_t i = 0; i < ntensors; i++)
         model += tensors[i].count * strata_dtype_size(tensors[i].dtype);
     uint64_t bytes = (model / parts + (model % parts != 0) + 63) / 64 * 64;
-    return bytes < ENG_PARTITION_AUTO_MIN ? ENG_PARTITION_AUTO_MIN
-           : bytes > max                  ? max
-                                          : bytes;
+    return bytes < min ? min : bytes > max ? max : bytes;
 }
 
 /* Partitions and pieces, in one pass over the tensors; with out arrays NULL

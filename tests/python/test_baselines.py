@@ -24,7 +24,7 @@ def test_gloo_beside_strata(build, tmp_path):
     for r in rows:
         assert r["workers"] == 2 and r["aggregators"] == 2, r
         # the engine's pick: its floor, the whole model on one aggregator
-        assert r["partition_bytes"] == 65536, r
+        assert r["partition_bytes"] == 1048576, r
         assert r["transport"] == "shm", r
         assert 0 < r["strata_min_us"] <= r["strata_us"], r
         assert 0 < r["gloo_min_us"] <= r["gloo_us"], r

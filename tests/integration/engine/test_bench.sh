@@ -21,8 +21,8 @@ assert [r["bytes"] for r in rows] == [4096, 8192, 16384], rows
 for r in rows:
     assert r["workers"] == 2 and r["aggregators"] == 2, r
     assert r["strata_us"] > 0 and r["transport"], r
-    # The engine's pick for a small model: its floor, 64 KiB.
-    assert r["partition_bytes"] == 65536, r
+    # The engine's pick for a small model on one host: its floor, 1 MiB.
+    assert r["partition_bytes"] == 1048576, r
     assert (r["mpi_allreduce_us"] is None) == (sys.argv[2] == "0"), r
     assert 0 < r["strata_min_us"] <= r["strata_us"], r
     # --breakdown: the workers' stages; the aggregators' under mpirun only

@@ -326,8 +326,8 @@ static void shards_held_round_robin(void **state)
 }
 
 /* The engine's partition size: the model in 2 per shard, whole cache lines,
- * within [64K, 4M]; between the bounds every shard holds two partitions.
- * Across hosts the ceiling is 1M. */
+ * within [1M, 4M] on one host, [64K, 1M] across hosts; between the bounds
+ * every shard holds two partitions. */
 static void auto_partition_follows_model_and_shards(void **state)
 {
     (void)state;
@@ -337,37 +337,41 @@ static void auto_partition_follows_model_and_shards(void **state)
                                64 * mib,    1024 * mib};
     const uint32_t shards[] = {1, 2, 3, 4, 8, 16};
     for (size_t m = 0; m < sizeof(models) / sizeof(models[0]); m++)
-        for (size_t k = 0; k < sizeof(shards) / sizeof(shards[0]); k++) {
-            uint32_t s = shards[k];
-            eng_tensor_desc_t t = desc("w", STRATA_FP32, models[m] / 4);
-            uint64_t p = eng_layout_auto_partition(&t, 1, s, false);
-            uint64_t hosts = eng_layout_auto_partition(&t, 1, s, true);
-            uint64_t share = (models[m] + 2 * s - 1) / (2 * s);
-            assert_int_equal(hosts, p < ENG_PARTITION_AUTO_MAX_HOSTS
-                                        ? p
-                                        : ENG_PARTITION_AUTO_MAX_HOSTS);
-            assert_true(p % 64 == 0);
-            assert_true(p >= ENG_PARTITION_AUTO_MIN &&
-                        p <= ENG_PARTITION_AUTO_MAX);
-            if (share <= ENG_PARTITION_AUTO_MIN)
-                assert_int_equal(p, ENG_PARTITION_AUTO_MIN);
-            else if (share >= ENG_PARTITION_AUTO_MAX)
-                assert_int_equal(p, ENG_PARTITION_AUTO_MAX);
-            else
-                assert_true(p >= share && p < share + 64);
-            if (share < ENG_PARTITION_AUTO_MIN ||
-                share > ENG_PARTITION_AUTO_MAX || models[m] > 64 * mib)
-                continue;
-            eng_layout_t *l;
-            assert_int_equal(eng_layout_build(&t, 1, p, s, &l), STRATA_OK);
-            for (uint32_t a = 0; a < s; a++)
-                assert_int_equal(l->shard_nparts[a], 2);
-            eng_layout_free(l);
-        }
-    /* 1 MiB on 2 shards: 256 KiB partitions, as the sweep in
-     * docs/engine.md measured best. */
+        for (size_t k = 0; k < sizeof(shards) / sizeof(shards[0]); k++)
+            for (int hosts = 0; hosts < 2; hosts++) {
+                uint32_t s = shards[k];
+                uint64_t min = hosts ? ENG_PARTITION_AUTO_MIN
+                                     : ENG_PARTITION_AUTO_MIN_HOST;
+                uint64_t max = hosts ? ENG_PARTITION_AUTO_MAX_HOSTS
+                                     : ENG_PARTITION_AUTO_MAX;
+                eng_tensor_desc_t t = desc("w", STRATA_FP32, models[m] / 4);
+                uint64_t p = eng_layout_auto_partition(&t, 1, s, hosts);
+                uint64_t share = (models[m] + 2 * s - 1) / (2 * s);
+                assert_true(p % 64 == 0);
+                if (share <= min)
+                    assert_int_equal(p, min);
+                else if (share >= max)
+                    assert_int_equal(p, max);
+                else
+                    assert_true(p >= share && p < share + 64);
+                if (share < min || share > max || models[m] > 64 * mib)
+                    continue;
+                eng_layout_t *l;
+                assert_int_equal(eng_layout_build(&t, 1, p, s, &l), STRATA_OK);
+                for (uint32_t a = 0; a < s; a++)
+                    assert_int_equal(l->shard_nparts[a], 2);
+                eng_layout_free(l);
+            }
+    /* 1 MiB on 2 shards: one partition on one host, where a push lands at
+     * once and every partition costs wake-ups on the shared cores; 256 KiB
+     * partitions across hosts (docs/engine.md). */
     eng_tensor_desc_t t = desc("w", STRATA_FP32, 1 << 18);
-    assert_int_equal(eng_layout_auto_partition(&t, 1, 2, false), 256 * kib);
+    assert_int_equal(eng_layout_auto_partition(&t, 1, 2, false), 1 * mib);
+    assert_int_equal(eng_layout_auto_partition(&t, 1, 2, true), 256 * kib);
+    eng_layout_t *l;
+    assert_int_equal(eng_layout_build(&t, 1, 1 * mib, 2, &l), STRATA_OK);
+    assert_int_equal(l->nparts, 1);
+    eng_layout_free(l);
     /* 16 MiB on one shard: 4 MiB on one host, 1 MiB across hosts. */
     t = desc("w", STRATA_FP32, 4 << 20);
     assert_int_equal(eng_layout_auto_partition(&t, 1, 1, false), 4 * mib);
@@ -376,7 +380,8 @@ static void auto_partition_follows_model_and_shards(void **state)
     eng_tensor_desc_t mixed[] = {desc("a", STRATA_FP32, 1 << 18),
                                  desc("b", STRATA_FP16, 1 << 19),
                                  desc("c", STRATA_FP64, 1 << 17)};
-    assert_int_equal(eng_layout_auto_partition(mixed, 3, 2, false), 768 * kib);
+    assert_int_equal(eng_layout_auto_partition(mixed, 3, 2, true), 768 * kib);
+    assert_int_equal(eng_layout_auto_partition(mixed, 3, 1, false), 1536 * kib);
 }
 
 static void hash_depends_on_everything(void **state)

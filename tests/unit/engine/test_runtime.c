@@ -460,7 +460,7 @@ static void partition_size_set_or_picked(void **state)
         {.name = "a", .dtype = STRATA_FP32, .count = NA},
         {.name = "b", .dtype = STRATA_FP32, .count = NB}};
     uint64_t want = eng_layout_auto_partition(model, 2, 2, false);
-    assert_int_equal(want, ENG_PARTITION_AUTO_MIN); /* a small model */
+    assert_int_equal(want, ENG_PARTITION_AUTO_MIN_HOST); /* a small model */
     for (int r = 0; r < job.size; r++)
         assert_int_equal(strata_partition_bytes(job.ctx[r]), want);
     job_end();
