@@ -257,8 +257,11 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
         (eng_timer_t){.at_ns = util_now_ns(), .fn = eng_boot_retry};
     ctx->join_last_error = STRATA_ERR_TIMEOUT;
     strata_status_t st = eng_boot_exposure(ctx);
-    if (st == STRATA_OK)
-        st = eng_boot_open(ctx, "tcp", &ctx->coord_tp);
+    /* Control messages only: its sockets need no system call per turn. */
+    tp_params_t coord_params = ctx->tp_params;
+    coord_params.poll_us = ENG_COORD_POLL_US;
+    if (st == STRATA_OK && !ctx->coord_tp)
+        st = tp_open("tcp", &coord_params, &ctx->coord_tp);
     if (st == STRATA_OK && ctx->rank == 0)
         st = eng_listen_coord(ctx);
     else if (st == STRATA_OK && ctx->launch.coord[0])

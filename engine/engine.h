@@ -327,6 +327,13 @@ void eng_ctx_free(strata_ctx_t *ctx);
 
 /* ---- loop.c ---- */
 
+/* The coordinator's context (tcp, control messages only) has its sockets
+ * polled this often while the progress thread polls, and at once after it
+ * slept (tp_params_t's poll_us): a message to a polling thread is handled
+ * within this bound plus a turn, and a turn that finds nothing makes no
+ * system call for that context. */
+#define ENG_COORD_POLL_US 50
+
 /* The thread's epoll set and command eventfd, the transports watched. */
 strata_status_t eng_loop_init(strata_ctx_t *ctx);
 /* eng_loop_init, then the thread, which turns eng_loop_once and sleeps when

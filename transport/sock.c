@@ -71,6 +71,9 @@ strata_status_t tp_sock_open(const tp_ops_t *ops, const tp_sock_ops_t *sops,
     ctx->epfd = ctx->tfd = ctx->bell = -1;
     ctx->base = (tp_ctx_t){ops, caps, params->timeout_ms};
     ctx->sops = sops;
+    ctx->poll_ns = (uint64_t)params->poll_us * 1000u;
+    if (ctx->poll_ns < sops->poll_ns)
+        ctx->poll_ns = sops->poll_ns;
     ctx->next_key = 1;
     ctx->timer_kind = TP_SOCK_K_TIMER;
     ctx->bell_kind = TP_SOCK_K_BELL;
@@ -359,6 +362,12 @@ static void tp_sock_ep_ready(tp_sock_ep_t *ep, uint32_t events)
 
 strata_status_t tp_sock_poll(tp_sock_ctx_t *ctx)
 {
+    if (ctx->poll_ns) {
+        uint64_t now = util_now_ns(); /* vDSO: no system call */
+        if (now < ctx->next_poll_ns)
+            return STRATA_OK;
+        ctx->next_poll_ns = now + ctx->poll_ns;
+    }
     struct epoll_event evs[TP_SOCK_EPOLL_BATCH];
     int n = epoll_wait(ctx->epfd, evs, TP_SOCK_EPOLL_BATCH, 0);
     if (n < 0 && errno != EINTR) {
@@ -421,5 +430,6 @@ strata_status_t tp_sock_wait_arm(tp_sock_ctx_t *ctx)
 {
     if (!tp_evq_empty(&ctx->evq) || !util_list_empty(&ctx->graveyard))
         return STRATA_ERR_AGAIN;
+    ctx->next_poll_ns = 0; /* the next progress polls the sockets */
     return STRATA_OK;
 }

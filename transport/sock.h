@@ -95,6 +95,8 @@ typedef struct tp_sock_ops {
     uint32_t arrivals;  /* arrival events queued at most */
     uint64_t recv_fifo; /* bytes of received messages until reported */
     bool bell;          /* the context has a doorbell eventfd */
+    uint64_t poll_ns;   /* sockets polled at most this often (tp_params_t's
+                           poll_us may ask less often) */
 
     /* A new endpoint's own part, zeroed; STRATA_ERR_NOMEM if it cannot. */
     strata_status_t (*ep_init)(tp_sock_ep_t *ep);
@@ -138,8 +140,10 @@ struct tp_sock_ctx {
     tp_ctx_t base;
     const tp_sock_ops_t *sops;
     int epfd;
-    int tfd;  /* deadlines, and listeners' pauses */
-    int bell; /* peers write it to wake us; -1: none */
+    int tfd;                        /* deadlines, and listeners' pauses */
+    int bell;                       /* peers write it to wake us; -1: none */
+    uint64_t poll_ns, next_poll_ns; /* tp_sock_poll(): the interval, and
+                                       when it polls the sockets again */
     tp_sock_kind_t timer_kind, bell_kind;
     tp_auth_secret_t secret;
     tp_evq_t evq;
@@ -185,13 +189,15 @@ void tp_sock_close(tp_ctx_t *ctx);
 int tp_sock_wait_fd(const tp_ctx_t *ctx);
 
 /* Progress: tp_sock_begin() (frees the closed endpoints the previous batch
- * named last), tp_sock_poll() (accepts, deadlines, ep_ready), the
- * provider's own work, then tp_sock_report(). */
+ * named last), tp_sock_poll() (accepts, deadlines, ep_ready: epoll_wait
+ * once per poll_ns, and at once after tp_sock_wait_arm()), the provider's
+ * own work, then tp_sock_report(). */
 void tp_sock_begin(tp_sock_ctx_t *ctx);
 strata_status_t tp_sock_poll(tp_sock_ctx_t *ctx);
 int tp_sock_report(tp_sock_ctx_t *ctx, tp_event_t *events, int max);
-/* STRATA_ERR_AGAIN while events are queued or endpoints wait to be freed;
- * the provider adds its own conditions. */
+/* STRATA_ERR_AGAIN while events are queued or endpoints wait to be freed
+ * (else the next tp_sock_poll() polls); the provider adds its own
+ * conditions. */
 strata_status_t tp_sock_wait_arm(tp_sock_ctx_t *ctx);
 
 /* ---- regions ---- */

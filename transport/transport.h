@@ -140,6 +140,11 @@ typedef struct tp_params {
     uint32_t ib_tx_depth;     /* STRATA_IB_TX_DEPTH */
     uint32_t ib_rx_depth;     /* STRATA_IB_RX_DEPTH */
     uint32_t ib_inline;       /* STRATA_IB_INLINE */
+    /* Sockets (tcp, shm) polled at most this often while tp_progress() is
+     * called in a loop, and at once after tp_wait_arm(); 0: on every call.
+     * For a context of few messages (the engine's coordinator context),
+     * so that a caller polling it makes no system call on most calls. */
+    uint32_t poll_us;
 } tp_params_t;
 
 /* The parameters from settings that hold the rows of tp_settings, alone or

@@ -137,13 +137,9 @@ static strata_status_t tp_shm_progress(tp_ctx_t *base, tp_event_t *events,
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
     util_list_t *pos, *tmp;
     tp_sock_begin(&ctx->sock);
-    uint64_t now = util_now_ns(); /* vDSO: no system call */
-    if (now >= ctx->next_poll_ns) {
-        strata_status_t st = tp_sock_poll(&ctx->sock);
-        if (st != STRATA_OK)
-            return st;
-        ctx->next_poll_ns = now + TP_SHM_POLL_NS;
-    }
+    strata_status_t st = tp_sock_poll(&ctx->sock);
+    if (st != STRATA_OK)
+        return st;
     util_list_for_each_safe(pos, tmp, &ctx->sock.eps)
     {
         tp_shm_ep_t *ep = util_container_of(pos, tp_shm_ep_t, sock.link);
@@ -160,7 +156,6 @@ static strata_status_t tp_shm_wait_arm(tp_ctx_t *base)
     tp_shm_ctx_t *ctx = tp_shm_ctx(base);
     if (tp_sock_wait_arm(&ctx->sock) != STRATA_OK)
         return STRATA_ERR_AGAIN;
-    ctx->next_poll_ns = 0; /* the next progress polls the sockets */
     util_list_t *pos, *tmp;
     util_list_for_each_safe(pos, tmp, &ctx->sock.eps)
     {
@@ -183,6 +178,7 @@ static const tp_sock_ops_t tp_shm_sock_ops = {
     .arrivals = TP_SHM_ARRIVALS,
     .recv_fifo = TP_SHM_RECV_FIFO,
     .bell = true,
+    .poll_ns = TP_SHM_POLL_NS,
     .ep_init = tp_shm_ep_init,
     .ep_fini = tp_shm_ep_fini,
     .ep_ready = tp_shm_ep_ready,

@@ -89,7 +89,6 @@ typedef struct tp_shm_ep {
 
 typedef struct tp_shm_ctx {
     tp_sock_ctx_t sock;
-    uint64_t next_poll_ns; /* when progress polls the sockets again */
 } tp_shm_ctx_t;
 
 static inline tp_shm_ctx_t *tp_shm_ctx(tp_ctx_t *ctx)
