@@ -230,6 +230,10 @@ struct strata_ctx {
     eng_cmdq_t cmdq;
     /* The thread sleeps, or is about to: a command wakes it (cmd_efd). */
     _Atomic bool sleeping;
+    /* A thread turns the loop (eng_loop_once): the progress thread, or the
+     * application's while it polls for a pull (eng_loop_assist). */
+    _Atomic bool turning;
+    bool assisted; /* the application's turns did work (read while turning) */
     _Atomic bool stop;
     eng_timer_t join_timer;   /* boot: retry connecting, the join deadline */
     eng_timer_t tick_timer;   /* coordinator: the policies' periodic work */
@@ -353,8 +357,14 @@ typedef struct eng_idle {
  * An idle turn starts or continues the spell; while both this spell and
  * the previous one are within STRATA_SPIN_US the thread yields the core
  * and returns false, to turn again; else it sleeps until an event, a
- * command or a timer, and returns true. */
+ * command or a timer, and returns true. The thread's turn ends here (once
+ * its contexts are armed, when it sleeps). */
 bool eng_loop_after_turn(strata_ctx_t *ctx, eng_idle_t *idle, bool busy);
+/* A turn of the loop on the calling thread, which polls for what a turn
+ * delivers (the model write of its pull): taken when no other thread turns
+ * and the progress thread is awake (asleep, it armed its contexts, whose
+ * doorbells wake it); the core is yielded when the turn did nothing. */
+void eng_loop_assist(strata_ctx_t *ctx);
 /* Asks the thread to stop and joins it. */
 void eng_loop_stop(strata_ctx_t *ctx);
 /* Queue a command (waiting while the queue is full, up to the timeout) and

@@ -252,17 +252,55 @@ static int eng_sleep_ms(const strata_ctx_t *ctx)
     return now >= at ? 0 : (int)((at - now + 999999) / 1000000);
 }
 
+/* ---- turns ---- */
+
+/* One thread at a time turns the loop (a transport context is driven by one
+ * thread at a time): the progress thread, or the application's while it
+ * polls for a pull. The flag's acquire and release order what each turn
+ * did before the next. */
+static bool eng_turn_take(strata_ctx_t *ctx)
+{
+    return !atomic_load_explicit(&ctx->turning, memory_order_relaxed) &&
+           !atomic_exchange_explicit(&ctx->turning, true, memory_order_acquire);
+}
+
+static void eng_turn_give(strata_ctx_t *ctx)
+{
+    atomic_store_explicit(&ctx->turning, false, memory_order_release);
+}
+
+/* An application thread's turn saves the hop through the progress thread
+ * (its scheduling, then the gate's wake-up) when the model write it waits
+ * for has landed. Not while the progress thread sleeps: the turn could
+ * leave work (posts, events) the armed contexts would not wake it for. */
+void eng_loop_assist(strata_ctx_t *ctx)
+{
+    bool busy = false;
+    if (eng_turn_take(ctx)) {
+        if (!atomic_load_explicit(&ctx->sleeping, memory_order_seq_cst)) {
+            busy = eng_loop_once(ctx);
+            ctx->assisted |= busy;
+        }
+        eng_turn_give(ctx);
+    }
+    if (!busy)
+        sched_yield();
+}
+
 /* Commands wake the thread only while it sleeps (eng_cmd_submit): the flag
- * goes up before the last look at the queue. */
+ * goes up before the last look at the queue. The turn is given up once the
+ * flag is up, so that a thread that takes it sees the flag. */
 static void eng_sleep(strata_ctx_t *ctx)
 {
     struct epoll_event evs[8];
+    int ms = eng_sleep_ms(ctx);
     atomic_store_explicit(&ctx->sleeping, true, memory_order_seq_cst);
+    eng_turn_give(ctx);
     if (eng_cmd_pending(ctx)) {
         atomic_store_explicit(&ctx->sleeping, false, memory_order_seq_cst);
         return;
     }
-    int n = epoll_wait(ctx->epfd, evs, 8, eng_sleep_ms(ctx));
+    int n = epoll_wait(ctx->epfd, evs, 8, ms);
     atomic_store_explicit(&ctx->sleeping, false, memory_order_seq_cst);
     if (n < 0 && errno != EINTR)
         util_warn("epoll_wait: %s", strerror(errno));
@@ -309,7 +347,10 @@ bool eng_loop_once(strata_ctx_t *ctx)
  * reduce, a loaded machine) would poll in vain, on a core others need. */
 bool eng_loop_after_turn(strata_ctx_t *ctx, eng_idle_t *idle, bool busy)
 {
+    busy |= ctx->assisted; /* the application's turns since this one's */
+    ctx->assisted = false;
     if (busy) {
+        eng_turn_give(ctx);
         if (idle->since_ns) {
             idle->last_ns = util_now_ns() - idle->since_ns;
             idle->since_ns = 0;
@@ -320,11 +361,14 @@ bool eng_loop_after_turn(strata_ctx_t *ctx, eng_idle_t *idle, bool busy)
     if (!idle->since_ns)
         idle->since_ns = now;
     if (idle->last_ns <= ctx->spin_ns && now - idle->since_ns < ctx->spin_ns) {
+        eng_turn_give(ctx);
         sched_yield();
         return false;
     }
     if (eng_arm_all(ctx))
         eng_sleep(ctx);
+    else
+        eng_turn_give(ctx);
     return true;
 }
 
@@ -334,8 +378,12 @@ static void *eng_loop_main(void *arg)
     util_log_set_rank(ctx->rank);
     eng_timer_due(ctx, &ctx->join_timer); /* connect at once */
     eng_idle_t idle = {0, 0};
-    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire))
-        eng_loop_after_turn(ctx, &idle, eng_loop_once(ctx));
+    while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
+        if (eng_turn_take(ctx))
+            eng_loop_after_turn(ctx, &idle, eng_loop_once(ctx));
+        else /* the application's thread turns it */
+            sched_yield();
+    }
     return NULL;
 }
 

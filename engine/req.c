@@ -1,8 +1,8 @@
 /*
  * Requests: a pool per context from which the application thread takes
- * one per push, pull or command it waits for; the progress thread completes
+ * one per push, pull or command it waits for; the loop's turns complete
  * them. A pull waits on a gate (the clock of the model every buffer holds)
- * rather than for a completion.
+ * rather than for a completion, and while it polls, turns the loop itself.
  */
 #include <stdio.h>
 
@@ -147,17 +147,24 @@ static const char *eng_req_what(const strata_request_t *req, char *buf,
     return buf;
 }
 
+static void eng_req_turn(void *ctx)
+{
+    eng_loop_assist(ctx);
+}
+
 /* A pull's wait, timing the wake-up once the gate rose for it. It polls
  * (STRATA_SPIN_US) before it parks when the last pull's wait was that
- * short: a round of small tensors. */
+ * short (a round of small tensors), turning the loop itself between its
+ * looks (eng_loop_assist): the model write it waits for then raises the
+ * gate on this thread. */
 static strata_status_t eng_req_wait_pull(strata_request_t *req, int timeout_ms)
 {
     strata_ctx_t *ctx = req->ctx;
     bool ready = util_gate_load(req->gate) >= req->clock;
     uint64_t t0 = ready ? 0 : util_now_ns();
     uint64_t spin = ctx->pull_waited_ns <= ctx->spin_ns ? ctx->spin_ns : 0;
-    strata_status_t st =
-        util_gate_wait_spin(req->gate, req->clock, timeout_ms, spin);
+    strata_status_t st = util_gate_wait_spin(req->gate, req->clock, timeout_ms,
+                                             spin, eng_req_turn, ctx);
     if (st == STRATA_OK && !ready) {
         uint64_t raised = atomic_load_explicit(&ctx->cnt.pull_raised_ns,
                                                memory_order_acquire);

@@ -84,7 +84,8 @@ static strata_status_t util_waitq_park(util_waitq_t *q, util_waitq_cond_fn cond,
 
 strata_status_t util_waitq_wait_spin(util_waitq_t *q, util_waitq_cond_fn cond,
                                      void *arg, int64_t timeout_ms,
-                                     uint64_t spin_ns)
+                                     uint64_t spin_ns, util_waitq_poll_fn poll,
+                                     void *poll_arg)
 {
     strata_status_t st = cond(arg);
     if (st != STRATA_ERR_AGAIN)
@@ -100,12 +101,15 @@ strata_status_t util_waitq_wait_spin(util_waitq_t *q, util_waitq_cond_fn cond,
     if (spin_ns) {
         uint64_t start = util_now_ns(), bound = (uint64_t)timeout_ms * 1000000u;
         uint64_t until = start + (spin_ns < bound ? spin_ns : bound);
-        while (util_now_ns() < until) {
-            sched_yield();
+        do {
+            if (poll)
+                poll(poll_arg);
+            else
+                sched_yield();
             st = cond(arg);
             if (st != STRATA_ERR_AGAIN)
                 return st;
-        }
+        } while (util_now_ns() < until);
         uint64_t spent_ms = (util_now_ns() - start) / 1000000u;
         timeout_ms = spent_ms < (uint64_t)timeout_ms
                          ? timeout_ms - (int64_t)spent_ms
@@ -117,7 +121,7 @@ strata_status_t util_waitq_wait_spin(util_waitq_t *q, util_waitq_cond_fn cond,
 strata_status_t util_waitq_wait(util_waitq_t *q, util_waitq_cond_fn cond,
                                 void *arg, int64_t timeout_ms)
 {
-    return util_waitq_wait_spin(q, cond, arg, timeout_ms, 0);
+    return util_waitq_wait_spin(q, cond, arg, timeout_ms, 0, NULL, NULL);
 }
 
 /* ---- gates ---- */
@@ -161,15 +165,16 @@ static strata_status_t util_gate_reached(void *arg)
 }
 
 strata_status_t util_gate_wait_spin(util_gate_t *g, int64_t target,
-                                    int64_t timeout_ms, uint64_t spin_ns)
+                                    int64_t timeout_ms, uint64_t spin_ns,
+                                    util_waitq_poll_fn poll, void *poll_arg)
 {
     util_gate_wait_arg_t a = {g, target};
     return util_waitq_wait_spin(&g->q, util_gate_reached, &a, timeout_ms,
-                                spin_ns);
+                                spin_ns, poll, poll_arg);
 }
 
 strata_status_t util_gate_wait(util_gate_t *g, int64_t target,
                                int64_t timeout_ms)
 {
-    return util_gate_wait_spin(g, target, timeout_ms, 0);
+    return util_gate_wait_spin(g, target, timeout_ms, 0, NULL, NULL);
 }

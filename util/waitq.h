@@ -53,13 +53,20 @@ static inline void util_waitq_cpu_relax(void)
  * briefly before parking. Does not log: the caller knows what it waited for. */
 strata_status_t util_waitq_wait(util_waitq_t *q, util_waitq_cond_fn cond,
                                 void *arg, int64_t timeout_ms);
+/* What a polling wait does between two looks at its condition. NULL:
+ * yield the core. A waiter that can make the condition true itself (turn
+ * the loop that would deliver it) passes that, yielding when it found
+ * nothing to do. */
+typedef void (*util_waitq_poll_fn)(void *poll_arg);
+
 /* util_waitq_wait that, after the brief spin, polls on for up to spin_ns
- * (within the timeout), yielding the core between polls, before it parks:
- * for a wait that usually ends within a few context switches on a shared
- * core, where parking would add the futex's wake-up to it. */
+ * (within the timeout; once at least), calling poll between polls, before
+ * it parks: for a wait that usually ends within a few context switches on
+ * a shared core, where parking would add the futex's wake-up to it. */
 strata_status_t util_waitq_wait_spin(util_waitq_t *q, util_waitq_cond_fn cond,
                                      void *arg, int64_t timeout_ms,
-                                     uint64_t spin_ns);
+                                     uint64_t spin_ns, util_waitq_poll_fn poll,
+                                     void *poll_arg);
 
 /* ---- gate: a monotone value one can wait on ---- */
 
@@ -90,6 +97,7 @@ strata_status_t util_gate_wait(util_gate_t *g, int64_t target,
                                int64_t timeout_ms);
 /* util_gate_wait polling up to spin_ns first (util_waitq_wait_spin). */
 strata_status_t util_gate_wait_spin(util_gate_t *g, int64_t target,
-                                    int64_t timeout_ms, uint64_t spin_ns);
+                                    int64_t timeout_ms, uint64_t spin_ns,
+                                    util_waitq_poll_fn poll, void *poll_arg);
 
 #endif /* STRATA_UTIL_WAITQ_H */

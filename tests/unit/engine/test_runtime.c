@@ -320,6 +320,40 @@ static void partition_completes(void **state)
     job_finalize();
 }
 
+/* A pull whose model write landed but was not reported yet completes on
+ * the thread that waits for it, which turns its loop itself while it
+ * polls (here no other thread could: a wait that only looked at the gate
+ * would time out). Not while the progress thread sleeps: the wait then
+ * only looks. */
+static void a_polling_pull_turns_the_loop(void **state)
+{
+    (void)state;
+    job_start(3, 1, (const char *const[]){"SPIN_US=1000000", NULL});
+    job_commit();
+    grads(1, 1.0f, 2.0f);
+    grads(2, 3.0f, -2.0f);
+    strata_request_t *push1 = push(1), *push2 = push(2);
+    strata_request_t *pull1 = pull(1, 1), *pull2 = pull(2, 1);
+    eng_loop_once(job.ctx[1]); /* the writes leave */
+    eng_loop_once(job.ctx[2]);
+    pump_ranks(1u << 0); /* the aggregator reduces and serves */
+    strata_status_t st;
+    assert_false(done(&pull1, &st)); /* written, not reported yet */
+
+    atomic_store(&job.ctx[2]->sleeping, true);
+    assert_int_equal(eng_req_wait(pull2, 1), STRATA_ERR_TIMEOUT);
+    atomic_store(&job.ctx[2]->sleeping, false);
+
+    assert_int_equal(eng_req_wait_put(&pull1, 20000), STRATA_OK);
+    expect_model(1, 1.0f, 0.0f);
+    assert_int_equal(eng_req_wait_put(&pull2, 20000), STRATA_OK);
+    expect_model(2, 1.0f, 0.0f);
+    pump();
+    assert_int_equal(wait_done(&push1), STRATA_OK);
+    assert_int_equal(wait_done(&push2), STRATA_OK);
+    job_finalize();
+}
+
 /* The wake-ups a command costs: the eventfd is written only for a progress
  * thread that sleeps or is about to (ctx->sleeping), not for one that is
  * turning its loop and drains the queue on its next turn anyway. */
@@ -1279,6 +1313,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(partition_completes, test_log_setup,
                                         test_log_teardown),
+        cmocka_unit_test_setup_teardown(a_polling_pull_turns_the_loop,
+                                        test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(commands_wake_only_a_sleeping_thread,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(idle_thread_polls_then_sleeps,

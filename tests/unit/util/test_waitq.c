@@ -107,7 +107,7 @@ typedef struct spinner {
 static void *spin_wait(void *arg)
 {
     spinner_t *s = arg;
-    s->st = util_gate_wait_spin(&s->g, 1, WAIT_MS, s->spin_ns);
+    s->st = util_gate_wait_spin(&s->g, 1, WAIT_MS, s->spin_ns, NULL, NULL);
     return NULL;
 }
 
@@ -146,6 +146,24 @@ static void a_spinning_wait_parks_after_its_budget(void **state)
     assert_int_equal(s.st, STRATA_OK);
 }
 
+static void raise_to_one(void *g)
+{
+    util_gate_raise(g, 1);
+}
+
+/* A polling wait calls its poll function between its looks, once at least
+ * however short its budget: a waiter that makes the condition true itself
+ * is done without parking. */
+static void a_polling_wait_calls_its_poll(void **state)
+{
+    (void)state;
+    util_gate_t g;
+    util_gate_init(&g, 0);
+    assert_int_equal(util_gate_wait_spin(&g, 1, WAIT_MS, 1, raise_to_one, &g),
+                     STRATA_OK);
+    assert_int_equal(atomic_load(&g.q.waiters), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,6 +172,7 @@ int main(void)
         cmocka_unit_test(a_failed_gate_ends_every_wait),
         cmocka_unit_test(ping_pong_loses_no_wake_up),
         cmocka_unit_test(a_spinning_wait_parks_after_its_budget),
+        cmocka_unit_test(a_polling_wait_calls_its_poll),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
