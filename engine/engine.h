@@ -421,6 +421,9 @@ void eng_fail_soon_now(strata_ctx_t *ctx, const char *why);
 /* The progress thread, every turn: a failure eng_fail_soon holds whose
  * wait for the coordinator's word ran out. */
 void eng_fail_soon_due(strata_ctx_t *ctx);
+/* What eng_fail_soon held is no failure after all (a lost aggregator's
+ * shard was taken over): forgotten. */
+void eng_fail_soon_cancel(strata_ctx_t *ctx);
 static inline strata_status_t eng_fatal(const strata_ctx_t *ctx)
 {
     return (strata_status_t)atomic_load(&((strata_ctx_t *)ctx)->fatal);

@@ -111,6 +111,13 @@ void eng_fail_soon_now(strata_ctx_t *ctx, const char *why)
                 "%s (%s)", ctx->soon.msg, why);
 }
 
+void eng_fail_soon_cancel(strata_ctx_t *ctx)
+{
+    if (ctx->soon.at_ns)
+        util_debug("no longer held as the job's failure: %s", ctx->soon.msg);
+    ctx->soon.at_ns = 0;
+}
+
 void eng_fail_soon_due(strata_ctx_t *ctx)
 {
     if (!ctx->soon.at_ns || util_now_ns() < ctx->soon.at_ns)

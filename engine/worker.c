@@ -29,7 +29,6 @@ static void eng_worker_flush(strata_ctx_t *ctx);
 static void eng_worker_fail(strata_ctx_t *ctx, strata_status_t status,
                             const char *msg);
 static void eng_worker_on_welcome(strata_ctx_t *ctx);
-static void eng_worker_announce(strata_ctx_t *ctx);
 static void eng_worker_pending(strata_ctx_t *ctx, char *buf, size_t len);
 static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
                                      eng_rbuf_t *r);
@@ -229,7 +228,7 @@ static strata_status_t eng_post_topk(strata_ctx_t *ctx, eng_link_t *l,
                            e->clock, part->held_index);
     strata_status_t st = tp_write(
         l->peer.ep, eng_topk_push_mr(ctx->worker->topk, l->prov), e->topk.off,
-        &l->slots, dst_off, e->topk.len, imm, TP_WRITE_IMM,
+        eng_link_slots(l, part), dst_off, e->topk.len, imm, TP_WRITE_IMM,
         (void *)(uintptr_t)(ENG_OP_TOPK | (e->clock & 1 ? ENG_OP_ODD : 0)));
     if (st == STRATA_OK)
         atomic_fetch_add_explicit(&ctx->cnt.bytes_pushed, e->topk.len,
@@ -256,7 +255,7 @@ static strata_status_t eng_post_notice(strata_ctx_t *ctx, eng_link_t *l,
     uint64_t dst_off = eng_layout_slot_off(part, e->clock);
     strata_status_t st = tp_write(
         l->peer.ep, ctx->worker->tensors[pc->tensor].reg[l->prov].grad, 0,
-        &l->slots, dst_off, 0,
+        eng_link_slots(l, part), dst_off, 0,
         eng_imm(ENG_IMM_GRAD, e->clock, part->held_index), TP_WRITE_IMM,
         (void *)(uintptr_t)(ENG_OP_TOPK | (e->clock & 1 ? ENG_OP_ODD : 0)));
     if (st == STRATA_OK) {
@@ -291,9 +290,9 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
               (e->clock & 1 ? ENG_OP_ODD : 0);
     uint32_t imm = eng_imm(e->kind == ENG_OP_GRAD ? ENG_IMM_GRAD : ENG_IMM_INIT,
                            e->clock, part->held_index);
-    strata_status_t st =
-        tp_write(l->peer.ep, src, src_off + pc->tensor_off, &l->slots, dst_off,
-                 pc->len, imm, last ? TP_WRITE_IMM : 0, (void *)op);
+    strata_status_t st = tp_write(l->peer.ep, src, src_off + pc->tensor_off,
+                                  eng_link_slots(l, part), dst_off, pc->len,
+                                  imm, last ? TP_WRITE_IMM : 0, (void *)op);
     if (st == STRATA_OK && e->kind == ENG_OP_GRAD)
         atomic_fetch_add_explicit(&ctx->cnt.bytes_pushed, pc->len,
                                   memory_order_relaxed);
@@ -313,13 +312,19 @@ void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
      * gradients. */
     while (l->qlen > 0 && l->have_slots && !ctx->msgs.head) {
         const eng_post_t *e = &l->q[l->qhead];
+        /* A taken shard's partitions wait for the taker's TAKEN. */
+        if (eng_link_slots(l, &lay->parts[e->part])->len == 0)
+            return;
         uint32_t npieces =
             e->kind == ENG_OP_TOPK || eng_post_in_place(ctx, l, e)
                 ? 1
                 : lay->parts[e->part].npieces;
         while (l->qpiece < npieces) {
             strata_status_t st = eng_post_piece(ctx, l, e, l->qpiece);
-            if (st == STRATA_ERR_AGAIN)
+            /* ERR_PEER where the worker outlives a lost aggregator: the
+             * link broke, and its DISCONNECTED event follows. */
+            if (st == STRATA_ERR_AGAIN ||
+                (st == STRATA_ERR_PEER && eng_worker_outlives(ctx)))
                 return;
             if (st != STRATA_OK) {
                 eng_fail(ctx, st, "writing to %s failed: %s",
@@ -363,6 +368,10 @@ static void eng_worker_on_recv(strata_ctx_t *ctx, eng_peer_t *peer,
         eng_worker_acked(ctx, peer->owner);
         return;
     }
+    if (type == ENG_MSG_TAKEN && ctx->worker->layout) {
+        eng_worker_on_taken(ctx, peer->owner, r);
+        return;
+    }
     eng_fail_tell(ctx, STRATA_ERR_PROTO, "unexpected message %s from %s",
                   eng_msg_name(type), eng_peer_name(peer));
 }
@@ -377,6 +386,10 @@ static void eng_worker_on_coord_recv(strata_ctx_t *ctx, unsigned type,
         eng_commit_check(ctx);
         return;
     }
+    if (type == ENG_MSG_TAKEOVER && w->layout) {
+        eng_worker_on_takeover(ctx, r);
+        return;
+    }
     const eng_worker_policy_t *pol = eng_worker_policy(ctx);
     if (pol->on_coord_msg && pol->on_coord_msg(ctx, type, r))
         return;
@@ -388,7 +401,8 @@ strata_status_t eng_worker_send_aggs(strata_ctx_t *ctx, const eng_wbuf_t *m)
 {
     strata_status_t st = STRATA_OK;
     for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++)
-        st = eng_send(&ctx->worker->links[a].peer, m, NULL);
+        if (!ctx->worker->links[a].lost) /* its shard is taken over */
+            st = eng_send(&ctx->worker->links[a].peer, m, NULL);
     return st;
 }
 
@@ -399,9 +413,8 @@ static eng_link_t *eng_link_of(eng_worker_t *w, uint32_t part)
     return &w->links[w->layout->parts[part].holder];
 }
 
-/* A piece of a push request is done with its gradient buffer. */
-static void eng_piece_done(strata_ctx_t *ctx, strata_request_t *req,
-                           strata_status_t status)
+void eng_piece_done(strata_ctx_t *ctx, strata_request_t *req,
+                    strata_status_t status)
 {
     if (status != STRATA_OK && req->status == STRATA_OK)
         req->status = status;
@@ -451,6 +464,19 @@ static void eng_zc_release(strata_ctx_t *ctx, uint32_t p, int64_t c)
     eng_send_part_clock(&l->peer, ENG_MSG_RELEASE, si, c);
 }
 
+/* Partition p of clock c is complete, but its aggregator was lost, or
+ * it moved and c is before the resume clock: nothing is written, its
+ * pieces are done. */
+static void eng_push_drop(strata_ctx_t *ctx, uint32_t p, int64_t c)
+{
+    eng_worker_t *w = ctx->worker;
+    const eng_partition_t *part = &w->layout->parts[p];
+    for (uint32_t k = 0; k < part->npieces; k++) {
+        const eng_piece_t *pc = &w->layout->pieces[part->first_piece + k];
+        eng_piece_done(ctx, w->tensors[pc->tensor].push_req[c & 1], STRATA_OK);
+    }
+}
+
 /* Partition p of clock c is complete: queued for its aggregator, as its
  * pieces' writes or, read in place, one notice. */
 static void eng_push_part(strata_ctx_t *ctx, uint32_t p, int64_t c)
@@ -481,10 +507,7 @@ static void eng_worker_release(strata_ctx_t *ctx, int64_t c)
         eng_zc_release(ctx, p, c);
 }
 
-/* Partition si of link l: its push of clock c, read in place, was reduced
- * (or copied); its pieces are done with their gradient buffers. */
-static void eng_zc_consume(strata_ctx_t *ctx, eng_link_t *l, uint32_t si,
-                           int64_t c)
+void eng_zc_consume(strata_ctx_t *ctx, eng_link_t *l, uint32_t si, int64_t c)
 {
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
@@ -551,7 +574,9 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
             uint32_t p = lay->pieces[k].part;
             if (--w->pending[p] > 0)
                 continue;
-            if (w->topk && eng_topk_push_covers(w->topk, p))
+            if (eng_push_dropped(w, p, c))
+                eng_push_drop(ctx, p, c);
+            else if (w->topk && eng_topk_push_covers(w->topk, p))
                 eng_push_topk(ctx, p, c);
             else
                 eng_push_part(ctx, p, c);
@@ -621,14 +646,14 @@ void eng_worker_unpark(strata_ctx_t *ctx)
  * once told, so when the worker is lost, the clocks every aggregator may
  * have applied are the clocks every aggregator holds in full (the newest
  * announced anywhere), and none applies a push another never got. */
-static void eng_worker_announce(strata_ctx_t *ctx)
+void eng_worker_announce(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
     /* A push to one aggregator is announced by its last write there
      * (eng_agg_landed). */
-    if (w->layout->holders_used == 1)
+    if (!w->announces)
         return;
-    while (!w->write_failed && w->announced + 1 < w->clock &&
+    while (w->nbroken == 0 && w->announced + 1 < w->clock &&
            w->unlanded[(w->announced + 1) & 1] == 0) {
         unsigned char buf[16];
         eng_wbuf_t m;
@@ -646,18 +671,23 @@ static void eng_worker_announce(strata_ctx_t *ctx)
 static void eng_worker_on_write_done(strata_ctx_t *ctx, eng_peer_t *peer,
                                      void *op_ctx, strata_status_t status)
 {
-    (void)peer;
     eng_worker_t *w = ctx->worker;
+    eng_link_t *l = peer->owner;
     uintptr_t op = (uintptr_t)op_ctx;
     unsigned kind = op & ENG_OP_MASK;
     /* A failed write means the connection broke; its DISCONNECTED event
-     * follows and fails the job. */
+     * follows and fails the job, unless the shard may be taken over: then
+     * the push is done with its buffer, and the takeover decides. */
+    bool broke = status != STRATA_OK;
+    if (broke && !l->broken) {
+        l->broken = true;
+        w->nbroken++;
+    }
     if (kind == ENG_OP_GRAD)
         eng_piece_done(ctx, (strata_request_t *)(op & ~(uintptr_t)ENG_OP_BITS),
-                       status);
+                       broke && eng_worker_outlives(ctx) ? STRATA_OK : status);
     if (kind == ENG_OP_GRAD || kind == ENG_OP_TOPK) {
         w->unlanded[(op & ENG_OP_ODD) != 0]--;
-        w->write_failed |= status != STRATA_OK;
         eng_worker_announce(ctx);
     }
 }
@@ -674,7 +704,8 @@ static void eng_unstage(strata_ctx_t *ctx, eng_link_t *l,
         if (t->reg[l->prov].param)
             continue;
         memcpy((char *)t->param + pc->tensor_off,
-               (char *)l->stage + part->held_off + pc->part_off, pc->len);
+               eng_link_stage(l, part) + part->held_off + pc->part_off,
+               pc->len);
         atomic_fetch_add_explicit(&ctx->cnt.staging_copies, 1,
                                   memory_order_relaxed);
         atomic_fetch_add_explicit(&ctx->cnt.staging_bytes, pc->len,
@@ -682,12 +713,17 @@ static void eng_unstage(strata_ctx_t *ctx, eng_link_t *l,
     }
 }
 
-/* The least clock every partition reached moves when the last partition
- * at the old least moves on. */
-static void eng_pulled(strata_ctx_t *ctx, uint32_t p)
+/* Partition p holds the model of `clock` now (the next one, or a taker's
+ * first). The least clock every partition reached moves when the last
+ * partition at the old least moves on. */
+static void eng_pulled(strata_ctx_t *ctx, uint32_t p, int64_t clock)
 {
     eng_worker_t *w = ctx->worker;
-    if (w->pulled[p]++ != w->pull_min || --w->at_min > 0)
+    int64_t was = w->pulled[p];
+    if (clock == was)
+        return;
+    w->pulled[p] = clock;
+    if (was != w->pull_min || --w->at_min > 0)
         return;
     int64_t min = INT64_MAX;
     for (uint32_t i = 0; i < w->layout->nparts; i++)
@@ -720,7 +756,7 @@ static void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
     uint32_t p = eng_imm_part(imm);
     if (eng_imm_kind(imm) != ENG_IMM_MODEL || !w->layout ||
         p >= w->layout->nparts || w->layout->parts[p].holder != l->agg ||
-        !eng_imm_clock_is(imm, w->pulled[p] + 1)) {
+        !eng_imm_clock_is(imm, eng_model_next(w, p))) {
         eng_fail_tell(ctx, STRATA_ERR_PROTO,
                       "unexpected write (immediate 0x%08x, %u bytes) from %s",
                       imm, len, eng_peer_name(peer));
@@ -735,11 +771,14 @@ static void eng_worker_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
         l->zc_consumed[si] == w->pulled[p] - 1 &&
         l->zc_queued[si] >= w->pulled[p])
         eng_zc_consume(ctx, l, si, w->pulled[p]);
-    if (l->stage)
+    if (eng_link_stage(l, part))
         eng_unstage(ctx, l, part);
     atomic_fetch_add_explicit(&ctx->cnt.bytes_pulled, part->bytes,
                               memory_order_relaxed);
-    eng_pulled(ctx, p);
+    int64_t c = eng_model_next(w, p);
+    if (w->model_from)
+        w->model_from[p] = -1;
+    eng_pulled(ctx, p, c);
 }
 
 static void eng_worker_leave(strata_ctx_t *ctx);
@@ -867,6 +906,8 @@ static void eng_worker_leave(strata_ctx_t *ctx)
         unsigned char buf[16];
         eng_wbuf_t m;
         for (int a = 0; st == STRATA_OK && a < ctx->naggs; a++) {
+            if (w->links[a].lost)
+                continue;
             eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_LEAVE);
             w->sends_pending++;
             w->acks_pending++;
@@ -919,6 +960,8 @@ static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
         eng_worker_acked(ctx, peer->owner); /* its LEFT will not come */
         return;
     }
+    if (ctx->worker->layout && eng_worker_outlives(ctx))
+        eng_link_lose(ctx, peer->owner);
     eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s%s", eng_peer_name(peer),
                   status == STRATA_OK ? "it closed the connection"
                                       : strata_strerror(status),
@@ -933,6 +976,7 @@ void eng_worker_free(strata_ctx_t *ctx)
     if (eng_worker_policy(ctx)->free)
         eng_worker_policy(ctx)->free(ctx);
     eng_worker_close(ctx);
+    eng_takeover_free(ctx);
     eng_commit_free(ctx);
     eng_blocks_free(w);
     util_free(w->links);

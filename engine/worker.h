@@ -5,6 +5,7 @@
  *   worker_commit.c  the commit: layout, registrations, SLOTS and PARAMS,
  *                    the initial model
  *   worker_mem.c     strata_alloc's blocks, writable by every transport
+ *   worker_takeover.c a lost aggregator's shard held by a survivor (TAKEOVER)
  *   worker_api.c     the application thread's side: tensors, commit, push
  *                    and pull requests, the clock it counts
  *
@@ -92,6 +93,23 @@ typedef struct eng_post {
     eng_topk_write_t topk; /* ENG_OP_TOPK */
 } eng_post_t;
 
+/* A region of an aggregator's arrays it took over at run time (layout.h):
+ * its receive slots (TAKEN: len 0 until then) and, if a tensor is staged,
+ * the staging of its model. */
+typedef struct eng_lregion {
+    tp_rdesc_t slots;
+    void *stage;
+    tp_mr_t *stage_mr;
+    tp_rdesc_t stage_desc;
+} eng_lregion_t;
+
+/* A TAKEN that came before its TAKEOVER (another connection). */
+typedef struct eng_taken {
+    uint32_t shard, region;
+    int64_t resume;
+    tp_rdesc_t slots;
+} eng_taken_t;
+
 typedef struct eng_link {
     eng_peer_t peer;
     int prov;
@@ -112,6 +130,13 @@ typedef struct eng_link {
      * queued and of the last one the aggregator consumed; NULL: none is. */
     bool *in_place;
     int64_t *zc_queued, *zc_consumed;
+    /* Takeover (issue 16): the aggregator was lost (nothing more is written
+     * to it); a write to it failed or it was lost, and no takeover came
+     * yet (PUSHED is held meanwhile). */
+    bool lost, broken;
+    eng_lregion_t *regions; /* [held_nregions - 1]: its regions 1.. */
+    bool taken_early;
+    eng_taken_t early;
 } eng_link_t;
 
 typedef struct eng_block {
@@ -155,13 +180,20 @@ struct eng_worker {
     bool reads_in_place;   /* some partition is (set by the commit) */
     int64_t release_clock; /* pushes of this clock are released (-1) */
     int64_t announced;
-    bool write_failed;
+    bool announces;    /* PUSHED: the commit's layout spread the model */
+    uint32_t nbroken;  /* links broken and not taken over: no PUSHED */
     uint32_t npushed;  /* tensors pushed in the current clock */
     uint32_t *pending; /* [nparts]: pieces not pushed yet this clock */
     int64_t *pulled;   /* [nparts]: clock of the model last landed */
     int64_t pull_min;
     uint32_t at_min; /* partitions whose pulled == pull_min */
     util_gate_t pull_gate;
+    /* Takeover: per partition, the first clock whose push is written (a
+     * moved partition's pushes before the resume clock R are not), and
+     * the clock of the first model write its taker makes (R; -1 once it
+     * landed, or for a partition that did not move). NULL until a
+     * takeover. */
+    int64_t *push_from, *model_from;
     uint64_t posted_ns[2]; /* per clock parity: its last push posted */
 
     strata_request_t *commit_req, *finish_req;
@@ -213,6 +245,15 @@ static inline const eng_worker_policy_t *eng_worker_policy(strata_ctx_t *ctx)
 
 /* ---- worker.c ---- */
 
+/* A piece of a push request is done with its gradient buffer. */
+void eng_piece_done(strata_ctx_t *ctx, strata_request_t *req,
+                    strata_status_t status);
+/* Partition si of link l: its push of clock c, read in place, was reduced
+ * (or copied), or will never be: its pieces are done. */
+void eng_zc_consume(strata_ctx_t *ctx, eng_link_t *l, uint32_t si, int64_t c);
+/* Say PUSHED of every clock whose writes all landed. */
+void eng_worker_announce(strata_ctx_t *ctx);
+
 /* Take the pushes a pull or a regroup held back, as far as allowed now. */
 void eng_worker_unpark(strata_ctx_t *ctx);
 
@@ -223,6 +264,54 @@ void eng_link_enqueue(eng_link_t *l, uint32_t part, uint8_t kind,
                       int64_t clock);
 /* Post what the link's queue holds until the transport's queue is full. */
 void eng_link_post(strata_ctx_t *ctx, eng_link_t *l);
+
+/* Where partition p's pushes land on its link l, and where its model is
+ * staged on this worker: in the region it lies in. */
+static inline const tp_rdesc_t *eng_link_slots(const eng_link_t *l,
+                                               const eng_partition_t *p)
+{
+    return p->region ? &l->regions[p->region - 1].slots : &l->slots;
+}
+static inline char *eng_link_stage(const eng_link_t *l,
+                                   const eng_partition_t *p)
+{
+    return p->region ? (char *)l->regions[p->region - 1].stage
+                     : (char *)l->stage;
+}
+static inline const tp_rdesc_t *eng_link_stage_desc(const eng_link_t *l,
+                                                    const eng_partition_t *p)
+{
+    return p->region ? &l->regions[p->region - 1].stage_desc : &l->stage_desc;
+}
+
+/* ---- worker_takeover.c ---- */
+
+/* Whether a lost aggregator's shard may be taken over (its shards are
+ * protected): then the worker outlives the broken link until the
+ * coordinator says TAKEOVER, or fails after STRATA_TIMEOUT_MS. */
+bool eng_worker_outlives(const strata_ctx_t *ctx);
+/* Link l broke (its disconnect): what was queued for it is dropped and
+ * counted done, the coordinator told how far this worker can push (LOST). */
+void eng_link_lose(strata_ctx_t *ctx, eng_link_t *l);
+/* Whether partition p's push of clock c is not written: its aggregator
+ * was lost, or it moved and c is before the resume clock. */
+static inline bool eng_push_dropped(const eng_worker_t *w, uint32_t p,
+                                    int64_t c)
+{
+    return w->links[w->layout->parts[p].holder].lost ||
+           (w->push_from && c < w->push_from[p]);
+}
+/* TAKEOVER from the coordinator; TAKEN from the taker on link l. */
+void eng_worker_on_takeover(strata_ctx_t *ctx, eng_rbuf_t *r);
+void eng_worker_on_taken(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r);
+/* The clock of the model write of partition p expected next. */
+static inline int64_t eng_model_next(const eng_worker_t *w, uint32_t p)
+{
+    return w->model_from && w->model_from[p] >= 0 ? w->model_from[p]
+                                                  : w->pulled[p] + 1;
+}
+/* Free what takeovers made. */
+void eng_takeover_free(strata_ctx_t *ctx);
 
 /* ---- worker_commit.c ---- */
 
@@ -235,6 +324,14 @@ void eng_commit_check(strata_ctx_t *ctx);
 void eng_worker_on_slots(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r);
 /* Release what the commit made: registrations, layout, link queues. */
 void eng_commit_free(strata_ctx_t *ctx);
+/* PARAMS for the partitions link l's aggregator holds from index `from`
+ * on (their pieces, where each lands here). */
+strata_status_t eng_send_params_from(strata_ctx_t *ctx, eng_link_t *l,
+                                     uint32_t from);
+/* A staging region of `bytes` for link l's model writes, exported to its
+ * aggregator. */
+strata_status_t eng_stage_alloc(eng_link_t *l, uint64_t bytes, void **stage_out,
+                                tp_mr_t **mr_out, tp_rdesc_t *desc_out);
 
 /* ---- worker_mem.c ---- */
 

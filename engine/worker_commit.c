@@ -95,12 +95,16 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
     }
     if (!staged || lay->held_bytes[l->agg] == 0)
         return STRATA_OK;
-    strata_status_t st =
-        tp_mem_alloc(l->peer.tp, lay->held_bytes[l->agg],
-                     TP_ACCESS_REMOTE_WRITE, &l->stage, &l->stage_mr);
-    return st == STRATA_OK
-               ? tp_mr_export(l->stage_mr, l->peer.ep, &l->stage_desc)
-               : st;
+    return eng_stage_alloc(l, lay->held_bytes[l->agg], &l->stage, &l->stage_mr,
+                           &l->stage_desc);
+}
+
+strata_status_t eng_stage_alloc(eng_link_t *l, uint64_t bytes, void **stage_out,
+                                tp_mr_t **mr_out, tp_rdesc_t *desc_out)
+{
+    strata_status_t st = tp_mem_alloc(l->peer.tp, bytes, TP_ACCESS_REMOTE_WRITE,
+                                      stage_out, mr_out);
+    return st == STRATA_OK ? tp_mr_export(*mr_out, l->peer.ep, desc_out) : st;
 }
 
 static strata_status_t eng_worker_topk_setup(strata_ctx_t *ctx)
@@ -139,6 +143,8 @@ strata_status_t eng_commit_start(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     const eng_layout_t *lay = w->layout;
+    /* Decided once: a takeover may leave one aggregator holding it all. */
+    w->announces = lay->holders_used > 1;
     w->pending = util_malloc(sizeof(uint32_t) * lay->nparts);
     w->pulled = util_malloc(sizeof(int64_t) * lay->nparts);
     if (!w->pending || !w->pulled)
@@ -269,8 +275,8 @@ static strata_status_t eng_send_grads(strata_ctx_t *ctx, eng_link_t *l)
     return st;
 }
 
-/* Where each piece of the aggregator's partitions lands here. */
-static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
+strata_status_t eng_send_params_from(strata_ctx_t *ctx, eng_link_t *l,
+                                     uint32_t from)
 {
     const eng_layout_t *lay = ctx->worker->layout;
     const eng_wtensor_t *ts = ctx->worker->tensors;
@@ -278,14 +284,17 @@ static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
     eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS);
     strata_status_t st = STRATA_OK;
-    for (uint32_t i = 0; st == STRATA_OK && i < lay->held_nparts[l->agg]; i++) {
+    for (uint32_t i = from; st == STRATA_OK && i < lay->held_nparts[l->agg];
+         i++) {
+        if (lay->held_parts[l->agg][i] == ENG_LAYOUT_MOVED)
+            continue;
         const eng_partition_t *part = &lay->parts[lay->held_parts[l->agg][i]];
         for (uint32_t k = 0; st == STRATA_OK && k < part->npieces; k++) {
             uint32_t pc = part->first_piece + k;
             const eng_piece_t *piece = &lay->pieces[pc];
             const eng_treg_t *r = &ts[piece->tensor].reg[l->prov];
-            const tp_rdesc_t *d =
-                r->param ? &l->tdesc[piece->tensor] : &l->stage_desc;
+            const tp_rdesc_t *d = r->param ? &l->tdesc[piece->tensor]
+                                           : eng_link_stage_desc(l, part);
             uint64_t off = r->param ? r->param_off + piece->tensor_off
                                     : part->held_off + piece->part_off;
             if (eng_wbuf_room(&m) < 36) {
@@ -301,8 +310,18 @@ static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
     }
     if (st == STRATA_OK && m.len > 2)
         st = eng_send(&l->peer, &m, NULL);
+    return st;
+}
+
+/* Where each piece of the aggregator's partitions lands here, and which it
+ * reads in place. */
+static strata_status_t eng_send_params(strata_ctx_t *ctx, eng_link_t *l)
+{
+    strata_status_t st = eng_send_params_from(ctx, l, 0);
     if (st == STRATA_OK)
         st = eng_send_grads(ctx, l);
+    unsigned char buf[8];
+    eng_wbuf_t m;
     eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_PARAMS_END);
     return st == STRATA_OK ? eng_send(&l->peer, &m, NULL) : st;
 }

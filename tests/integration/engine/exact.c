@@ -63,10 +63,22 @@
  * notices are all posted and a moment more for its PUSHED, kills itself;
  * the others push step N half a second later, so that the aggregators
  * reduce the push of a dead worker).
+ * --takeover (bsp): an aggregator may be lost and its shard taken over by a
+ * survivor from the shard's protected clock P, resumed at clock R (the
+ * worker's info line says so, read through the log handler). exact.c lays
+ * the model out itself (partitions of strata_partition_bytes(), shards by
+ * the layout's rule: biggest first, each to the lightest shard) and checks
+ * after each step c that every element of the lost aggregator's shard holds
+ * the bsp model, or, once its partition was served by the taker (a switch
+ * made once, never back), that model without every worker's gradients of
+ * clocks P..min(R, c + 1) - 1; every other element the bsp model exactly;
+ * at the end the takeover was seen and the last step without the lost
+ * clocks.
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -97,7 +109,46 @@ typedef struct opts {
     const char *counted;    /* --counted FILE: V's first N clocks count */
     int again_n;            /* --die-again: steps after rejoining; -1 none */
     const char *again_path; /* ... made by the process that dies */
+    bool takeover;          /* --takeover: a shard may resume from P */
 } opts_t;
+
+/* --takeover: what the worker's takeover line said (-1 until it came), and
+ * the model laid out as the engine does: each partition's shard, and
+ * whether it was seen without its lost clocks. */
+static struct {
+    _Atomic int lost, taker;
+    _Atomic long long p, r;
+    size_t part_elems, nparts;
+    int *shard;
+    char *without;
+    float *model; /* the bsp model after the last step, kept step by step
+                     (bsp_value's sums at every step would be quadratic) */
+} taken = {.lost = -1, .taker = -1, .p = -1, .r = -1};
+
+/* Every line goes to stderr as usual; the takeover's gives its clocks. The
+ * progress thread logs it before the taker's model of the shard can land,
+ * so every step that shows it comes after. */
+static void takeover_log(void *arg, strata_log_level_t level, const char *line)
+{
+    (void)arg;
+    (void)level;
+    int lost, shard, taker;
+    long long r, p;
+    const char *at = strstr(line, "aggregator rank ");
+    if (at &&
+        sscanf(at,
+               "aggregator rank %d lost: shard %d taken over by aggregator "
+               "rank %d, resumed at clock %lld (protected at %lld",
+               &lost, &shard, &taker, &r, &p) == 5) {
+        atomic_store(&taken.p, p);
+        atomic_store(&taken.r, r);
+        atomic_store(&taken.taker, taker);
+        atomic_store(&taken.lost, shard);
+    } else if (strstr(line, " taken over by aggregator rank ")) {
+        fprintf(stderr, "exact: a takeover line not understood: %s\n", line);
+    }
+    fprintf(stderr, "%s\n", line);
+}
 
 /* What the steps showed of the victim's loss (--victim). `mode` is the
  * current step's verdict, -1 until an element decides it: sum, 0 with the
@@ -310,6 +361,115 @@ static int check_stale_victim(const opts_t *o, int nw, int w, int c, int t,
     return 0;
 }
 
+/* --takeover: the model's partitions (one dtype, cut in the order
+ * registered, every one full but the last) and their shards as the layout
+ * assigns them: the biggest first, each to the shard with the fewest bytes
+ * so far (ties: the lowest), which for these partitions is their order.
+ * With protection every aggregator holds one shard, its own rank's. */
+static int takeover_layout(strata_ctx_t *ctx)
+{
+    size_t total = 0, nshards = (size_t)strata_num_aggregators(ctx);
+    for (int t = 0; t < NT; t++)
+        total += sizes[t];
+    taken.part_elems = strata_partition_bytes(ctx) / sizeof(float);
+    if (taken.part_elems == 0 || nshards == 0)
+        return fail_status("laying the model out", STRATA_ERR_INVALID);
+    taken.nparts = (total + taken.part_elems - 1) / taken.part_elems;
+    taken.shard = calloc(taken.nparts, sizeof(*taken.shard));
+    taken.without = calloc(taken.nparts, 1);
+    taken.model = calloc(total, sizeof(*taken.model));
+    size_t *load = calloc(nshards, sizeof(*load));
+    if (!taken.shard || !taken.without || !taken.model || !load) {
+        free(load);
+        return fail_status("laying the model out", STRATA_ERR_NOMEM);
+    }
+    for (size_t i = 0; i < taken.nparts; i++) {
+        size_t best = 0;
+        for (size_t s = 1; s < nshards; s++)
+            if (load[s] < load[best])
+                best = s;
+        taken.shard[i] = (int)best;
+        load[best] += i + 1 < taken.nparts ? taken.part_elems
+                                           : total - i * taken.part_elems;
+    }
+    free(load);
+    size_t g = 0;
+    for (int t = 0; t < NT; t++)
+        for (size_t j = 0; j < sizes[t]; j++)
+            taken.model[g++] = init_value(t, j);
+    return 0;
+}
+
+/* --takeover: see the header. */
+static int check_taken(const opts_t *o, int nw, int w, int c, int t,
+                       const float *param, size_t n)
+{
+    size_t base = 0;
+    for (int k = 0; k < t; k++)
+        base += sizes[k];
+    int lost = atomic_load(&taken.lost);
+    long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
+    for (size_t j = 0; j < n; j++) {
+        size_t part = (base + j) / taken.part_elems;
+        bool moved = lost >= 0 && taken.shard[part] == lost;
+        float want = taken.model[base + j];
+        for (int v = 0; v < nw; v++)
+            want -= grad_value(o, nw, v, t, j, c);
+        taken.model[base + j] = want;
+        float without = want;
+        for (long long k = p; moved && k < r && k <= c; k++)
+            for (int v = 0; v < nw; v++)
+                without += grad_value(o, nw, v, t, j, (int)k);
+        bool ok = param[j] == want;
+        if (moved && without != want && param[j] == without) {
+            taken.without[part] = 1;
+            ok = true;
+        } else if (moved && without != want && ok)
+            ok = !taken.without[part] && c < o->steps - 1;
+        if (!ok) {
+            fprintf(stderr,
+                    "exact: worker %d after step %d: tensor %d [%zu] "
+                    "(partition %zu, shard %d%s) = %g, expected %g%s",
+                    w, c, t, j, part, taken.shard[part],
+                    moved ? ", taken over" : "", param[j],
+                    moved ? without : want,
+                    moved ? " (without clocks P..R-1" : "\n");
+            if (moved)
+                fprintf(stderr, ", P %lld, R %lld; %g with them%s)\n", p, r,
+                        want,
+                        taken.without[part]
+                            ? ", but the partition was seen without them"
+                            : "");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* --takeover: at the end, the takeover came and was seen. */
+static int takeover_end(const opts_t *o, int w)
+{
+    int lost = atomic_load(&taken.lost);
+    long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
+    if (lost < 0) {
+        fprintf(stderr,
+                "exact: worker %d: %d steps, and no shard was taken over\n", w,
+                o->steps);
+        return 1;
+    }
+    size_t nmoved = 0, nwithout = 0;
+    for (size_t i = 0; i < taken.nparts; i++) {
+        nmoved += taken.shard[i] == lost;
+        nwithout += taken.shard[i] == lost && taken.without[i];
+    }
+    printf("worker %d: shard %d taken over by aggregator rank %d, resumed at "
+           "clock %lld (protected at %lld): %zu of its %zu partitions "
+           "without clocks %lld..%lld\n",
+           w, lost, atomic_load(&taken.taker), r, p, nwithout, nmoved, p,
+           r - 1);
+    return 0;
+}
+
 static int check_model(const opts_t *o, int nw, int w, int c, int t,
                        const float *param, size_t n)
 {
@@ -317,6 +477,8 @@ static int check_model(const opts_t *o, int nw, int w, int c, int t,
         return check_sum_victim(o, nw, w, c, t, param, n);
     if (o->victim >= 0 && strcmp(o->check, "stale") == 0)
         return check_stale_victim(o, nw, w, c, t, param, n);
+    if (o->takeover)
+        return check_taken(o, nw, w, c, t, param, n);
     for (size_t j = 0; j < n; j++) {
         float want = init_value(t, j);
         double lo, hi;
@@ -524,6 +686,8 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
     strata_status_t st = strata_commit(ctx);
     if (st != STRATA_OK)
         return fail_status("commit", st);
+    if (o->takeover && takeover_layout(ctx))
+        return 3;
     if (o->try_free) /* refused (logged): freed, the steps would fault */
         strata_free(ctx, grad[0]);
     int first = (int)strata_clock(ctx); /* > 0: it rejoined */
@@ -586,6 +750,8 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
     }
     if (o->counted && !rejoined && check_counted(o, w))
         return 1;
+    if (o->takeover && takeover_end(o, w))
+        return 1;
     if (o->rejoin && !rejoined && !(seen.out && seen.back) &&
         !(o->out_optional && !seen.out)) {
         fprintf(stderr,
@@ -645,6 +811,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"die-again", required_argument, NULL, 'g'},
         {"out-optional", no_argument, NULL, 'u'},
         {"counted", required_argument, NULL, 'k'},
+        {"takeover", no_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     *o = (opts_t){.steps = 5,
@@ -723,6 +890,9 @@ static int parse(int argc, char **argv, opts_t *o)
         case 'k':
             o->counted = optarg;
             break;
+        case 'T':
+            o->takeover = true;
+            break;
         case 'g': { /* N,PATH */
             char *end;
             o->again_n = (int)strtol(optarg, &end, 10);
@@ -735,7 +905,7 @@ static int parse(int argc, char **argv, opts_t *o)
             return -1;
         }
     }
-    return 0;
+    return o->takeover && strcmp(o->check, "bsp") != 0 ? -1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -757,9 +927,14 @@ int main(int argc, char **argv)
         st = strata_serve(ctx);
         rc = st == STRATA_OK ? 0 : fail_status("serve", st);
     } else {
+        if (o.takeover)
+            strata_log_set_handler(takeover_log, NULL);
         rc = run_worker(ctx, &o);
     }
     free(seen.without);
+    free(taken.shard);
+    free(taken.without);
+    free(taken.model);
     if (worker && o.alloc) /* strata_alloc'd memory goes with the context */
         free_tensors(ctx, &o);
     st = strata_finalize(ctx);

@@ -6,11 +6,13 @@
 # A parity fragment corrupted while held (a bit flipped by
 # STRATA_PROTECT_FLIP) is named by its CRC32C and not used. A lost
 # aggregator's shard is rebuilt by the survivors from the fragments of the
-# agreed clock, exactly, by the survivor that is to take it over; the job
-# fails naming it while a worker cannot take part in the takeover (its
-# failure named). A parity count the aggregators cannot hold is a clear
-# error.
+# protected clock, exactly, and a survivor takes it over: every worker ends
+# exact, the lost shard without the clocks after its protected one. A loss
+# before any clock was protected, or a second loss, fails naming the
+# aggregator. A parity count the aggregators cannot hold is a
+# clear error.
 RUN=$1 EXACT=$2
+SEED=${STRATA_TEST_SEED:-} # common.sh unsets every STRATA_ variable
 source "$(dirname "$0")/common.sh"
 export STRATA_TRANSPORT=tcp STRATA_LOG=info
 
@@ -61,40 +63,95 @@ grep -q "fragment 2 of stripe 2 (clock 2, held by aggregator 1) fails its CRC32C
 [ "$(grep -c 'fails its CRC32C' <<<"$OUT")" -eq 3 ] ||
   fail "every aggregator flipped one fragment, so three must be named: $OUT"
 
-# killed S M VICTIM: a job of 2 workers and S aggregators with M parity
-# fragments; once a clock is agreed, aggregator VICTIM is SIGKILLed. The
-# survivors rebuild its shard at the agreed clock, exactly (the CRC32C of
-# the lost aggregator's own snapshot then), and the job fails naming it:
-# the workers fail on the broken link instead of taking part in a takeover
-# (each says so, and the coordinator names the first). Deadlines are for
-# hangs only.
-killed() {
-  ENV_OF_RANK=()
-  start_ranks 2 "$1" env STRATA_LR=2 STRATA_PROTECT_EVERY=2 \
-    STRATA_PROTECT_PARITY="$2" STRATA_TIMEOUT_MS=20000 \
-    "$EXACT" --steps 20000 --sleep
+# The moment of a kill: random, from a seed printed so that a failure can be
+# run again (STRATA_TEST_SEED=N).
+SEED=${SEED:-$((10#$(date +%N) % 100000))}
+RANDOM=$SEED
+echo "seed $SEED (STRATA_TEST_SEED=$SEED runs the same kills again)"
+
+# taken W S M: a job of W workers and S aggregators with M parity fragments
+# every 2 clocks; a random time (0-0.6 s) after the first protected clock a
+# random aggregator but rank 0 is SIGKILLed. The survivors rebuild its shard
+# at the protected clock P, exactly (the CRC32C of the lost aggregator's
+# snapshot), rank 0 takes it over and every worker resumes it at a clock R;
+# every worker ends with the exact model in which that shard alone misses
+# the updates of clocks P..R-1 (exact --takeover), and every rank but the
+# victim ends well. The job's 400 steps take 1.3 s and more (each sleeps up
+# to 4 ms), so the kill comes before its end; deadlines are for hangs.
+taken() {
+  local w=$1 s=$2 victim=$((1 + RANDOM % ($2 - 1))) ms=$((RANDOM % 600)) r
+  echo "   aggregator $victim killed $ms ms after the first protected clock"
+  start_ranks "$w" "$s" env STRATA_LR="$w" STRATA_PROTECT_EVERY=2 \
+    STRATA_PROTECT_PARITY="$3" STRATA_TIMEOUT_MS=20000 \
+    "$EXACT" --steps 400 --sleep --takeover
   wait_log 0 "every shard protected at clock" 60
-  kill -KILL "${PIDS[$3]}"
-  within 90 wait_ranks
-  expect_rank "$3" 137 ""
-  expect_rank 0 3 "aggregator rank $3 .*its shard was rebuilt at clock [0-9]+ by aggregator rank 0, but rank [0-9]+ .*: the job cannot go on"
-  grep -qE "shard $3 rebuilt at clock [0-9]+ by aggregator rank 0 in [0-9.]+ ms: [0-9]+ bytes, its CRC32C matches" "$LDIR/0.log" ||
+  sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+  kill -KILL "${PIDS[$victim]}" || fail "aggregator $victim was gone before the kill"
+  within 120 wait_ranks
+  expect_rank "$victim" 137 ""
+  local line="shard $victim taken over by aggregator rank 0, resumed at clock ([0-9]+) \(protected at ([0-9]+)"
+  expect_rank 0 0 "aggregator rank $victim .*; $line: clocks [0-9]+..-?[0-9]+ of it lost\), [0-9.]+ ms after the loss"
+  grep -qE "shard $victim rebuilt at clock [0-9]+ by aggregator rank 0 in [0-9.]+ ms: [0-9]+ bytes, its CRC32C matches" "$LDIR/0.log" ||
     fail "the lost shard was not rebuilt exactly: $(cat "$LDIR/0.log")"
-  # The workers held until the coordinator's verdict, and were told it.
-  for ((r = $1; r < $1 + 2; r++)); do
-    [ "$(cat "$LDIR/$r.rc")" -ne 0 ] && grep -q "its shard was rebuilt at clock" "$LDIR/$r.log" ||
-      fail "worker rank $r was not told of the rebuild: $(cat "$LDIR/$r.log")"
+  grep -qE "shard 0: the first clock of the shard taken over \([0-9]+\) applied" "$LDIR/0.log" ||
+    fail "the taker never applied a clock of the shard: $(cat "$LDIR/0.log")"
+  local said
+  said=$(grep -oE "$line" "$LDIR/0.log")
+  for ((r = 1; r < s; r++)); do
+    [ "$r" -eq "$victim" ] || expect_rank "$r" 0 ""
   done
+  for ((r = s; r < s + w; r++)); do
+    expect_rank "$r" 0 "worker $((r - s)): 400 steps exact"
+    # The worker's own account of the takeover, the coordinator's clocks.
+    grep -qF "aggregator rank $victim lost: $said" "$LDIR/$r.log" &&
+      grep -qE "worker $((r - s)): shard $victim taken over by aggregator rank 0, resumed at clock [0-9]+ \(protected at [0-9]+\): [0-9]+ of its [1-9][0-9]* partitions without" "$LDIR/$r.log" ||
+      fail "worker rank $r did not resume as the coordinator said ($said): $(cat "$LDIR/$r.log")"
+  done
+  echo "   $said: $(grep -ohE "[0-9]+ of its [0-9]+ partitions without clocks [0-9.-]+" "$LDIR/$s.log")"
   [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
 }
-echo "-- an aggregator killed: its shard rebuilt by its taker, the job fails naming it"
-killed 3 1 2
+echo "-- an aggregator killed at a random moment: its shard taken over, every worker exact without its lost clocks"
+taken 3 3 1
 echo "-- the same with 2 parity fragments across 4 aggregators"
-killed 4 2 1
+taken 2 4 2
+
+# lost W S EVERY WAIT: a job whose shards are protected every EVERY clocks;
+# once rank 0 logged WAIT, aggregator 2 is SIGKILLed and the job must fail,
+# every rank naming it; the failure's text stays in $OUT.
+lost() {
+  start_ranks "$1" "$2" env STRATA_LR="$1" STRATA_PROTECT_EVERY="$3" \
+    STRATA_TIMEOUT_MS=20000 "$EXACT" --steps 1000000 --sleep --takeover
+  wait_log 0 "$4" 60
+  kill -KILL "${PIDS[2]}"
+  within 90 wait_ranks
+  expect_rank 2 137 ""
+  expect_rank 0 3 "aggregator rank 2 "
+  for ((r = $2; r < $1 + $2; r++)); do
+    expect_rank "$r" 3 "the job failed: .*aggregator rank 2 "
+  done
+  OUT=$(cat "$LDIR/0.log")
+  [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
+}
+echo "-- an aggregator killed before any clock was protected: the job fails naming it"
+lost 3 3 1000000 "layout of .* accepted"
+grep -q "shard 2 taken over by" <<<"$OUT" && fail "a shard never protected was taken over: $OUT"
+
+echo "-- a second aggregator lost after a takeover: the job fails naming it"
+ENV_OF_RANK=()
+start_ranks 3 3 env STRATA_LR=3 STRATA_PROTECT_EVERY=2 STRATA_TIMEOUT_MS=20000 \
+  "$EXACT" --steps 1000000 --sleep --takeover
+wait_log 0 "every shard protected at clock" 60
+kill -KILL "${PIDS[1]}"
+wait_log 0 "shard 1 taken over by aggregator rank 0" 60
+kill -KILL "${PIDS[2]}"
+within 90 wait_ranks
+expect_rank 0 3 "aggregator rank 2 .*the shards are no longer protected since shard 1 was taken over"
+for r in 3 4 5; do expect_rank $r 3 "the job failed: .*aggregator rank 2 "; done
+[ -n "${KEEP:-}" ] || rm -rf "$LDIR"
 
 echo "-- as many parity fragments as aggregators: refused"
 out=$(env STRATA_LR=1 STRATA_PROTECT_EVERY=2 STRATA_PROTECT_PARITY=2 "$RUN" -n 1 -a 2 -- "$EXACT" --steps 1 2>&1) &&
   fail "2 parity fragments across 2 aggregators were accepted: $out"
 grep -q "STRATA_PROTECT_PARITY=2 needs more than 2 aggregators (the job has 2)" <<<"$out" ||
   fail "the impossible parity count was not named: $out"
-echo "shards protected across aggregators, exact; a flipped bit named; a lost shard rebuilt exactly, the aggregator named"
+echo "shards protected across aggregators, exact; a flipped bit named; a lost shard rebuilt exactly and taken over, exact; a loss not survived named"

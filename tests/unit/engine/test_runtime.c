@@ -25,6 +25,7 @@
 #include "engine/coord.h"
 #include "engine/worker.h"
 #include "engine/engine.h"
+#include "engine/imm.h"
 #include "tests/support/test_log.h"
 #include "tests/unit/engine/fake_tp.h"
 #include "util/clock.h"
@@ -1184,6 +1185,140 @@ static void aggregator_lost_mid_round(void **state)
     job_end();
 }
 
+/* A message from a fake peer, handed to the handler of the worker's side. */
+static void worker_takes(strata_ctx_t *ctx, eng_peer_t *from,
+                         const eng_wbuf_t *m)
+{
+    eng_rbuf_t r;
+    unsigned type;
+    eng_rbuf_init(&r, m->p, eng_wbuf_len(m), &type);
+    if (from)
+        from->ops->on_message(ctx, from, type, &r);
+    else
+        ctx->role_ops->on_coord_msg(ctx, type, &r);
+}
+
+/* Takeover, the worker's side (issue 16), with the coordinator's and the
+ * taker's words played by the test. Two aggregators under protection, one
+ * worker; a[0, 1024) is partition 0 and b's tail partition 2, both on
+ * aggregator 0; a's tail and b's head, partition 1, on aggregator 1. That
+ * one dies once it took clock 1 and before it served it: the worker
+ * outlives the link (no failure, and the push of clock 2 completes with
+ * partition 1 not written), its pull of clock 2 waits. TAKEOVER (shard 1
+ * by aggregator 0, protected at 1, resumed at 3) moves partition 1 to
+ * aggregator 0, after its own, in a region of its own; the taker's model of
+ * clock 3 completes the pull of clock 2 with the taker's model in the
+ * parameters. Clock 3's partition 1 waits for TAKEN, then lands in the
+ * slots TAKEN named, at the region's offset for clock 3. */
+static void worker_outlives_a_lost_aggregator(void **state)
+{
+    (void)state;
+    job_start(3, 2, (const char *const[]){"PROTECT_EVERY=1000", NULL});
+    job_commit();
+    strata_ctx_t *wc = job.ctx[2];
+    eng_worker_t *w = wc->worker;
+    const eng_layout_t *lay = w->layout;
+    assert_int_equal(lay->nparts, 3);
+    assert_int_equal(lay->parts[1].holder, 1);
+    assert_int_equal(lay->parts[0].holder, 0);
+    assert_int_equal(lay->parts[2].holder, 0);
+    strata_request_t *p, *q;
+    grads(2, 1.0f, 2.0f);
+    p = push(2), q = pull(2, 1);
+    pump();
+    assert_int_equal(wait_done(&p), STRATA_OK);
+    assert_int_equal(wait_done(&q), STRATA_OK);
+    expect_model(2, 0.5f, 1.0f);
+
+    grads(2, 2.0f, 4.0f);
+    p = push(2), q = pull(2, 2);
+    pump_ranks(1u << 0 | 1u << 2); /* aggregator 1 never serves clock 2 */
+    assert_int_equal(wait_done(&p), STRATA_OK);
+    assert_int_equal(w->pulled[0], 2);
+    assert_int_equal(w->pulled[1], 1);
+    rank_kill(1);
+    test_log.errors = 0;
+    /* The worker alone: rank 0 never protected a clock and would fail the
+     * job; the test plays its coordinator and its taker. */
+    pump_ranks(1u << 2);
+    assert_int_equal(eng_fatal(wc), STRATA_OK);
+    assert_true(w->links[1].lost);
+    assert_true(wc->soon.at_ns != 0); /* it asked why the job failed */
+
+    grads(2, 3.0f, 6.0f);
+    strata_request_t *p2 = push(2);
+    pump_ranks(1u << 2);
+    assert_int_equal(wait_done(&p2), STRATA_OK); /* partition 1 not written */
+    strata_status_t st;
+    assert_false(done(&q, &st));
+
+    unsigned char buf[TP_MSG_MAX];
+    eng_wbuf_t m;
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_TAKEOVER);
+    eng_put_u32(&m, 1);
+    eng_put_u32(&m, 0);
+    eng_put_i64(&m, 1);
+    eng_put_i64(&m, 3);
+    worker_takes(wc, NULL, &m);
+    assert_int_equal(eng_fatal(wc), STRATA_OK);
+    assert_int_equal(wc->soon.at_ns, 0);
+    const eng_partition_t *moved = &lay->parts[1];
+    assert_int_equal(moved->holder, 0);
+    assert_int_equal(moved->region, 1);
+    assert_int_equal(moved->held_index, 2);
+    assert_int_equal(moved->held_off, 0);
+    assert_int_equal(moved->region_bytes, 4096);
+
+    /* The taker's model of clock 3 (the snapshot): the pull of 2 completes
+     * with it. */
+    for (int i = 1024; i < NA; i++)
+        job.buf[2].a[i] = 7.0f;
+    for (int i = 0; i < 48; i++)
+        job.buf[2].b[i] = 9.0f;
+    eng_peer_t *taker = &w->links[0].peer;
+    taker->ops->on_imm(wc, taker, eng_imm(ENG_IMM_MODEL, 3, 1), 4096);
+    assert_int_equal(eng_fatal(wc), STRATA_OK);
+    assert_int_equal(wait_done(&q), STRATA_OK);
+    assert_int_equal(w->pulled[1], 3);
+    assert_true(job.buf[2].a[1023] == 1023 * 0.25f - 0.5f - 1.0f);
+    assert_true(job.buf[2].a[1024] == 7.0f && job.buf[2].b[47] == 9.0f);
+
+    /* Clock 3: partition 1 waits for the taker's slots. */
+    grads(2, 5.0f, 10.0f);
+    strata_request_t *p3 = push(2);
+    pump_ranks(1u << 2);
+    assert_false(done(&p3, &st));
+    static float slots[2 * 1024];
+    memset(slots, 0, sizeof(slots));
+    tp_mr_t *mr;
+    tp_rdesc_t d;
+    assert_int_equal(tp_mr_reg(job.ctx[0]->data_tp[ENG_PROV_TCP], slots,
+                               sizeof(slots), TP_ACCESS_REMOTE_WRITE, &mr),
+                     STRATA_OK);
+    assert_int_equal(tp_mr_export(mr, job.ctx[0]->agg->links[0]->peer.ep, &d),
+                     STRATA_OK);
+    eng_wbuf_init(&m, buf, sizeof(buf), ENG_MSG_TAKEN);
+    eng_put_u32(&m, 1);
+    eng_put_u32(&m, 1);
+    eng_put_i64(&m, 3);
+    eng_put_u64(&m, d.addr);
+    eng_put_u64(&m, d.len);
+    eng_put_u64(&m, d.key);
+    worker_takes(wc, taker, &m);
+    pump_ranks(1u << 2);
+    assert_int_equal(eng_fatal(wc), STRATA_OK);
+    assert_int_equal(wait_done(&p3), STRATA_OK);
+    for (int i = 0; i < 1024; i++) { /* clock 3: the odd copy */
+        float want = i < NA - 1024 ? 5.0f : 10.0f;
+        if (slots[1024 + i] != want || slots[i] != 0.0f)
+            fail_msg("slot float %d: %g (even copy %g), expected %g", i,
+                     (double)slots[1024 + i], (double)slots[i], (double)want);
+    }
+    assert_int_equal(w->announced, 3); /* PUSHED goes on */
+    tp_mr_dereg(mr);
+    job_end(); /* nothing protected: the coordinator ends the job */
+}
+
 /* Both workers (the ranks after the aggregators) push clock c and pull its
  * model. */
 static void step_both(int64_t c)
@@ -1356,6 +1491,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(staged_fp16_model_with_momentum,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(aggregator_lost_mid_round,
+                                        test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(worker_outlives_a_lost_aggregator,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(gdtopk_on_fp16, test_log_setup,
                                         test_log_teardown),
