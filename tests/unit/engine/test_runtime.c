@@ -30,7 +30,7 @@
 #include "tests/unit/engine/fake_tp.h"
 #include "util/clock.h"
 
-#define MAX_RANKS 4
+#define MAX_RANKS 5
 #define NA 2000 /* floats of tensor a */
 #define NB 1000 /* floats of tensor b */
 
@@ -248,18 +248,27 @@ static void expect_model(int r, float shift_a, float shift_b)
                      (double)((float)i * -0.5f - shift_b));
 }
 
+/* The job finalizes on the ranks in mask (the others died) without an
+ * error. */
+static void job_finalize_ranks(unsigned mask)
+{
+    strata_request_t *fin[MAX_RANKS];
+    for (int r = 0; r < job.size; r++)
+        if (mask & (1u << r))
+            fin[r] = submit(job.ctx[r], ENG_CMD_FINALIZE);
+    pump();
+    for (int r = 0; r < job.size; r++)
+        if (mask & (1u << r)) {
+            assert_int_equal(wait_done(&fin[r]), STRATA_OK);
+            assert_int_equal(eng_fatal(job.ctx[r]), STRATA_OK);
+        }
+    job_end();
+}
+
 /* The job finalizes on ranks 0..n-1 (the others died) without an error. */
 static void job_finalize_first(int n)
 {
-    strata_request_t *fin[MAX_RANKS];
-    for (int r = 0; r < n; r++)
-        fin[r] = submit(job.ctx[r], ENG_CMD_FINALIZE);
-    pump();
-    for (int r = 0; r < n; r++) {
-        assert_int_equal(wait_done(&fin[r]), STRATA_OK);
-        assert_int_equal(eng_fatal(job.ctx[r]), STRATA_OK);
-    }
-    job_end();
+    job_finalize_ranks((1u << n) - 1);
 }
 
 /* The job finalizes on every rank without an error. */
@@ -1329,6 +1338,10 @@ static void step_both(int64_t c)
         pl[w] = pull(job.naggs + w, c + 1);
     }
     pump();
+    for (int w = 0; w < 2; w++)
+        if (eng_fatal(job.ctx[job.naggs + w]) != STRATA_OK)
+            fail_msg("worker rank %d at clock %lld: %s", job.naggs + w,
+                     (long long)c, job.ctx[job.naggs + w]->fatal_msg);
     for (int w = 0; w < 2; w++) {
         assert_int_equal(wait_done(&ps[w]), STRATA_OK);
         assert_int_equal(wait_done(&pl[w]), STRATA_OK);
@@ -1365,6 +1378,70 @@ static void staged_fp16_model_with_momentum(void **state)
         fail_msg("%llu clocks staged and committed, %llu discarded",
                  (unsigned long long)staged, (unsigned long long)unstaged);
     job_finalize();
+}
+
+/* Worker r's model of tensor t (a: 0, b: 1), element i, p0 - shift. */
+static void expect_elem(int r, int t, int i, float shift)
+{
+    float got = t == 0 ? job.buf[r].a[i] : job.buf[r].b[i];
+    float p0 = t == 0 ? (float)i * 0.25f : (float)i * -0.5f;
+    if (got != p0 - shift)
+        fail_msg("rank %d: %s[%d] = %g, expected %g", r, t == 0 ? "a" : "b", i,
+                 (double)got, (double)(p0 - shift));
+}
+
+/* Three aggregators protect their shards every 2 clocks; aggregator rank 2
+ * is lost after clock 5: its shard is rebuilt and taken over by rank 0
+ * (the survivor with the fewest shards, then the lowest rank), the workers
+ * train on, and the model is exact: every clock on the other shards; on
+ * the lost one, the clocks before the protected clock P and from the
+ * resume clock R on (sgd, lr 0.5 on the mean gradient: a by 1 per clock,
+ * b by 1.5). */
+static void aggregator_lost_shard_taken_over(void **state)
+{
+    (void)state;
+    const char *const extra[] = {"PROTECT_EVERY=2", NULL};
+    job_start(5, 3, extra);
+    job_commit();
+    grads(3, 1.0f, 2.0f);
+    grads(4, 3.0f, 4.0f);
+    int64_t c = 0;
+    for (; c < 6; c++)
+        step_both(c);
+    int64_t protected = job.ctx[0]->coord->protected_clock;
+    assert_true(protected >= 2 && protected <= 6);
+
+    rank_kill(2);
+    for (; c < 12; c++)
+        step_both(c);
+    for (int r = 0; r < 5; r++)
+        if (r != 2)
+            assert_int_equal(eng_fatal(job.ctx[r]), STRATA_OK);
+    const eng_agg_t *taker = job.ctx[0]->agg;
+    int64_t resume = taker->taken_resume;
+    assert_true(resume > protected && resume <= 8);
+    assert_int_equal(job.ctx[0]->coord->taken, 2);
+    assert_int_equal(test_log.errors, 0);
+
+    const eng_layout_t *lay = taker->layout;
+    uint32_t moved = 0;
+    for (uint32_t p = 0; p < lay->nparts; p++) {
+        const eng_partition_t *part = &lay->parts[p];
+        int64_t lost = part->shard == 2 ? resume - protected : 0;
+        moved += part->shard == 2;
+        assert_int_equal(part->holder, part->shard == 2 ? 0 : part->shard);
+        for (uint32_t k = 0; k < part->npieces; k++) {
+            const eng_piece_t *pc = &lay->pieces[part->first_piece + k];
+            int t = (int)pc->tensor;
+            float per = t == 0 ? 1.0f : 1.5f;
+            uint64_t first = pc->tensor_off / sizeof(float);
+            for (uint64_t i = first; i < first + pc->len / sizeof(float); i++)
+                for (int r = 3; r < 5; r++)
+                    expect_elem(r, t, (int)i, per * (float)(c - lost));
+        }
+    }
+    assert_true(moved > 0);
+    job_finalize_ranks(0x1f & ~(1u << 2));
 }
 
 /* GDTopK on an fp16 tensor under gssp: in the warm-up its pushes are dense
@@ -1496,6 +1573,8 @@ int main(void)
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(gdtopk_on_fp16, test_log_setup,
                                         test_log_teardown),
+        cmocka_unit_test_setup_teardown(aggregator_lost_shard_taken_over,
+                                        test_log_setup, test_log_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
