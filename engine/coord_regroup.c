@@ -17,6 +17,7 @@
  * no gradient is lost or applied twice.
  */
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine/coord.h"
@@ -127,15 +128,45 @@ static void eng_rg_tell(strata_ctx_t *ctx, eng_msg_type_t type)
     }
 }
 
+/* Every worker's group in worker order ('-' for one not training), cut
+ * short with "..." when buf is full: who went where is what a reader of
+ * the log (and the grouping test) needs, and clocks of different groups do
+ * not line up to tell it. */
+static void eng_rg_groups_text(strata_ctx_t *ctx, char *buf, size_t size)
+{
+    eng_regroup_t *rg = ctx->coord->rg;
+    size_t len = 0;
+    buf[0] = '\0';
+    for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++) {
+        char one[16];
+        if (eng_live_worker(ctx, w))
+            snprintf(one, sizeof(one), "%s%u", w ? "," : "",
+                     eng_members_current(rg->members, w)->group);
+        else
+            snprintf(one, sizeof(one), "%s-", w ? "," : "");
+        size_t n = strlen(one);
+        if (len + n + 4 > size) {
+            snprintf(buf + len, size - len, "...");
+            return;
+        }
+        memcpy(buf + len, one, n + 1);
+        len += n;
+    }
+}
+
 static void eng_rg_go(strata_ctx_t *ctx)
 {
     eng_regroup_t *rg = ctx->coord->rg;
     eng_rg_tell(ctx, ENG_MSG_GO);
     uint32_t k = eng_grouping_count(rg->grouping);
-    util_info("regroup %u done: %u group%s, predicted %.2fx BSP's rate",
+    char groups[256];
+    eng_rg_groups_text(ctx, groups, sizeof(groups));
+    util_info("regroup %u done: %u group%s, predicted %.2fx BSP's rate; "
+              "workers' groups %s",
               rg->gen, k, k == 1 ? "" : "s",
               eng_grouping_rate(rg->grouping) /
-                  eng_grouping_rate_bsp(rg->grouping));
+                  eng_grouping_rate_bsp(rg->grouping),
+              groups);
     rg->phase = ENG_RG_IDLE;
     eng_coord_rejoin_next(ctx); /* one that waited for the regroup */
     eng_rg_evaluate(ctx);
