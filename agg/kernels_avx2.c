@@ -112,10 +112,6 @@ static inline void bf16_store(uint16_t *p, agg_vf v)
 {
     _mm_storeu_si128((__m128i *)p, bf16_round(v));
 }
-static inline void bf16_stream(uint16_t *p, agg_vf v)
-{
-    _mm_stream_si128((__m128i *)p, bf16_round(v));
-}
 
 /* Pairs (simd_tmpl.h): the even elements of 16 in one vector, the odd ones
  * in the other, each where an fp32 keeps its top half. */

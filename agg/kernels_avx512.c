@@ -6,10 +6,6 @@ static inline void bf16_store(uint16_t *p, agg_vf v)
 {
     _mm256_storeu_si256((__m256i *)p, bf16_round_int(v));
 }
-static inline void bf16_stream(uint16_t *p, agg_vf v)
-{
-    _mm256_stream_si256((__m256i *)p, bf16_round_int(v));
-}
 static inline void bf16_store2(uint16_t *p, agg_vf even, agg_vf odd)
 {
     _mm512_storeu_si512(p, bf16_round2_int(even, odd));

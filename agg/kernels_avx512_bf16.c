@@ -22,10 +22,6 @@ static inline void bf16_store(uint16_t *p, agg_vf v)
 {
     _mm256_storeu_si256((__m256i *)p, bf16_round(v));
 }
-static inline void bf16_stream(uint16_t *p, agg_vf v)
-{
-    _mm256_stream_si256((__m256i *)p, bf16_round(v));
-}
 
 /* A pair (simd_avx512.h) converted at once: the even elements to the low
  * half, the odd ones to the high half, then interleaved. */

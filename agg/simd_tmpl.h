@@ -7,8 +7,10 @@
  *   agg_vf_set1/add/sub/mul, agg_vd_set1/add/mul
  *   for each element kind K of f32, f64, f16, bf16 (element type E):
  *     K##_load(const E *)               -> agg_vf (agg_vd for f64)
- *     K##_store(E *, v), K##_stream(E *, v)   (stream: aligned, non-temporal)
- *   for bf16 also bf16_load2, bf16_store2, bf16_stream2 (AGG_SIMD_PAIR)
+ *     K##_store(E *, v), and but for bf16 K##_stream(E *, v) (aligned,
+ *     non-temporal)
+ *   for bf16 also bf16_load2, bf16_store2, bf16_stream2 (its pairs: bf16
+ *   streams only in pairs; the others get theirs from AGG_SIMD_PAIR)
  * and then instantiates the kernels with the macros below.
  *
  * Operations happen in exactly the order of the scalar reference
