@@ -74,6 +74,15 @@
  * clocks P..min(R, c + 1) - 1; every other element the bsp model exactly;
  * at the end the takeover was seen and the last step without the lost
  * clocks.
+ * --takeover --check stale (ssp, asp): the snapshot at P holds every
+ * worker's clocks before P and, a worker's own, those it was ahead by when
+ * the slowest reached P (up to the staleness bound; under asp any below
+ * R), partition by partition. So a worker's own elements of the lost
+ * shard hold exactly c + 1 updates, or, once its partition was served by
+ * the taker (never back), c + 1 - (min(R, c + 1) - K) for one K in
+ * [P, R) per partition, the clocks of its own the snapshot held, the same
+ * at every later step; the others' elements keep their staleness bounds,
+ * the lower one R - P clocks less on the lost shard.
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>
@@ -121,8 +130,9 @@ static struct {
     size_t part_elems, nparts;
     int *shard;
     char *without;
-    float *model; /* the bsp model after the last step, kept step by step
-                     (bsp_value's sums at every step would be quadratic) */
+    float *model;    /* the bsp model after the last step, kept step by step
+                        (bsp_value's sums at every step would be quadratic) */
+    long long *kept; /* --check stale: K of each partition, -1 unknown */
 } taken = {.lost = -1, .taker = -1, .p = -1, .r = -1};
 
 /* Every line goes to stderr as usual; the takeover's gives its clocks. The
@@ -378,8 +388,10 @@ static int takeover_layout(strata_ctx_t *ctx)
     taken.shard = calloc(taken.nparts, sizeof(*taken.shard));
     taken.without = calloc(taken.nparts, 1);
     taken.model = calloc(total, sizeof(*taken.model));
+    taken.kept = calloc(taken.nparts, sizeof(*taken.kept));
     size_t *load = calloc(nshards, sizeof(*load));
-    if (!taken.shard || !taken.without || !taken.model || !load) {
+    if (!taken.shard || !taken.without || !taken.model || !taken.kept ||
+        !load) {
         free(load);
         return fail_status("laying the model out", STRATA_ERR_NOMEM);
     }
@@ -391,6 +403,7 @@ static int takeover_layout(strata_ctx_t *ctx)
         taken.shard[i] = (int)best;
         load[best] += i + 1 < taken.nparts ? taken.part_elems
                                            : total - i * taken.part_elems;
+        taken.kept[i] = -1;
     }
     free(load);
     size_t g = 0;
@@ -400,18 +413,31 @@ static int takeover_layout(strata_ctx_t *ctx)
     return 0;
 }
 
-/* --takeover: see the header. */
-static int check_taken(const opts_t *o, int nw, int w, int c, int t,
-                       const float *param, size_t n)
+/* --takeover: element g of the model (tensors back to back): its
+ * partition, and whether the lost aggregator's shard held it. */
+static bool taken_moved(size_t g, size_t *part_out)
+{
+    int lost = atomic_load(&taken.lost);
+    *part_out = g / taken.part_elems;
+    return lost >= 0 && taken.shard[*part_out] == lost;
+}
+
+static size_t tensor_base(int t)
 {
     size_t base = 0;
     for (int k = 0; k < t; k++)
         base += sizes[k];
-    int lost = atomic_load(&taken.lost);
+    return base;
+}
+
+/* --takeover: see the header. */
+static int check_taken(const opts_t *o, int nw, int w, int c, int t,
+                       const float *param, size_t n)
+{
+    size_t base = tensor_base(t), part;
     long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
     for (size_t j = 0; j < n; j++) {
-        size_t part = (base + j) / taken.part_elems;
-        bool moved = lost >= 0 && taken.shard[part] == lost;
+        bool moved = taken_moved(base + j, &part);
         float want = taken.model[base + j];
         for (int v = 0; v < nw; v++)
             want -= grad_value(o, nw, v, t, j, c);
@@ -440,6 +466,55 @@ static int check_taken(const opts_t *o, int nw, int w, int c, int t,
                         taken.without[part]
                             ? ", but the partition was seen without them"
                             : "");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* --takeover --check stale: one own element of a partition of the lost
+ * shard after step c, `got` its updates; see the header. */
+static bool taken_own(size_t part, int c, double got)
+{
+    long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
+    long long upto = c + 1 < r ? c + 1 : r, kept = taken.kept[part];
+    double missing = c + 1 - got;
+    if (kept >= 0)
+        return missing == (double)(upto > kept ? upto - kept : 0);
+    if (missing == 0)
+        return true;
+    kept = upto - (long long)missing;
+    if (missing != (long long)missing || kept < p || kept >= upto)
+        return false;
+    taken.kept[part] = kept;
+    taken.without[part] = 1;
+    return true;
+}
+
+/* --takeover --check stale: see the header. */
+static int check_taken_stale(const opts_t *o, int nw, int w, int c, int t,
+                             const float *param, size_t n)
+{
+    size_t base = tensor_base(t), part;
+    long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
+    for (size_t j = 0; j < n; j++) {
+        bool moved = taken_moved(base + j, &part);
+        double got = param[j] - init_value(t, j);
+        bool ok;
+        if ((int)(j % (size_t)nw) == w) {
+            ok = moved ? taken_own(part, c, got) : got == c + 1;
+        } else {
+            double lo = o->staleness < 0 ? 0 : c + 1 - o->staleness;
+            double hi = o->staleness < 0 ? 1e9 : c + 2 + o->staleness;
+            ok = got >= lo - (moved ? (double)(r - p) : 0) && got <= hi;
+        }
+        if (!ok) {
+            fprintf(stderr,
+                    "exact: worker %d after step %d: tensor %d [%zu] "
+                    "(owner %zu, partition %zu, shard %d%s, P %lld, R %lld, "
+                    "its own clocks kept %lld) has %g updates\n",
+                    w, c, t, j, j % (size_t)nw, part, taken.shard[part],
+                    moved ? ", taken over" : "", p, r, taken.kept[part], got);
             return 1;
         }
     }
@@ -477,6 +552,8 @@ static int check_model(const opts_t *o, int nw, int w, int c, int t,
         return check_sum_victim(o, nw, w, c, t, param, n);
     if (o->victim >= 0 && strcmp(o->check, "stale") == 0)
         return check_stale_victim(o, nw, w, c, t, param, n);
+    if (o->takeover && strcmp(o->check, "stale") == 0)
+        return check_taken_stale(o, nw, w, c, t, param, n);
     if (o->takeover)
         return check_taken(o, nw, w, c, t, param, n);
     for (size_t j = 0; j < n; j++) {
@@ -905,7 +982,10 @@ static int parse(int argc, char **argv, opts_t *o)
             return -1;
         }
     }
-    return o->takeover && strcmp(o->check, "bsp") != 0 ? -1 : 0;
+    return o->takeover && strcmp(o->check, "bsp") != 0 &&
+                   strcmp(o->check, "stale") != 0
+               ? -1
+               : 0;
 }
 
 int main(int argc, char **argv)
@@ -935,6 +1015,7 @@ int main(int argc, char **argv)
     free(taken.shard);
     free(taken.without);
     free(taken.model);
+    free(taken.kept);
     if (worker && o.alloc) /* strata_alloc'd memory goes with the context */
         free_tensors(ctx, &o);
     st = strata_finalize(ctx);

@@ -14,6 +14,7 @@
 RUN=$1 EXACT=$2
 SEED=${STRATA_TEST_SEED:-} # common.sh unsets every STRATA_ variable
 source "$(dirname "$0")/common.sh"
+source "$(dirname "$0")/takeover.sh"
 export STRATA_TRANSPORT=tcp STRATA_LOG=info
 
 # pjob W S ENV... -- ARGS: a job of W workers and S aggregators, exact.
@@ -69,47 +70,6 @@ SEED=${SEED:-$((10#$(date +%N) % 100000))}
 RANDOM=$SEED
 echo "seed $SEED (STRATA_TEST_SEED=$SEED runs the same kills again)"
 
-# taken W S M: a job of W workers and S aggregators with M parity fragments
-# every 2 clocks; a random time (0-0.6 s) after the first protected clock a
-# random aggregator but rank 0 is SIGKILLed. The survivors rebuild its shard
-# at the protected clock P, exactly (the CRC32C of the lost aggregator's
-# snapshot), rank 0 takes it over and every worker resumes it at a clock R;
-# every worker ends with the exact model in which that shard alone misses
-# the updates of clocks P..R-1 (exact --takeover), and every rank but the
-# victim ends well. The job's 400 steps take 1.3 s and more (each sleeps up
-# to 4 ms), so the kill comes before its end; deadlines are for hangs.
-taken() {
-  local w=$1 s=$2 victim=$((1 + RANDOM % ($2 - 1))) ms=$((RANDOM % 600)) r
-  echo "   aggregator $victim killed $ms ms after the first protected clock"
-  start_ranks "$w" "$s" env STRATA_LR="$w" STRATA_PROTECT_EVERY=2 \
-    STRATA_PROTECT_PARITY="$3" STRATA_TIMEOUT_MS=20000 \
-    "$EXACT" --steps 400 --sleep --takeover
-  wait_log 0 "every shard protected at clock" 60
-  sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
-  kill -KILL "${PIDS[$victim]}" || fail "aggregator $victim was gone before the kill"
-  within 120 wait_ranks
-  expect_rank "$victim" 137 ""
-  local line="shard $victim taken over by aggregator rank 0, resumed at clock ([0-9]+) \(protected at ([0-9]+)"
-  expect_rank 0 0 "aggregator rank $victim .*; $line: clocks [0-9]+..-?[0-9]+ of it lost\), [0-9.]+ ms after the loss"
-  grep -qE "shard $victim rebuilt at clock [0-9]+ by aggregator rank 0 in [0-9.]+ ms: [0-9]+ bytes, its CRC32C matches" "$LDIR/0.log" ||
-    fail "the lost shard was not rebuilt exactly: $(cat "$LDIR/0.log")"
-  grep -qE "shard 0: the first clock of the shard taken over \([0-9]+\) applied" "$LDIR/0.log" ||
-    fail "the taker never applied a clock of the shard: $(cat "$LDIR/0.log")"
-  local said
-  said=$(grep -oE "$line" "$LDIR/0.log")
-  for ((r = 1; r < s; r++)); do
-    [ "$r" -eq "$victim" ] || expect_rank "$r" 0 ""
-  done
-  for ((r = s; r < s + w; r++)); do
-    expect_rank "$r" 0 "worker $((r - s)): 400 steps exact"
-    # The worker's own account of the takeover, the coordinator's clocks.
-    grep -qF "aggregator rank $victim lost: $said" "$LDIR/$r.log" &&
-      grep -qE "worker $((r - s)): shard $victim taken over by aggregator rank 0, resumed at clock [0-9]+ \(protected at [0-9]+\): [0-9]+ of its [1-9][0-9]* partitions without" "$LDIR/$r.log" ||
-      fail "worker rank $r did not resume as the coordinator said ($said): $(cat "$LDIR/$r.log")"
-  done
-  echo "   $said: $(grep -ohE "[0-9]+ of its [0-9]+ partitions without clocks [0-9.-]+" "$LDIR/$s.log")"
-  [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
-}
 echo "-- an aggregator killed at a random moment: its shard taken over, every worker exact without its lost clocks"
 taken 3 3 1
 echo "-- the same with 2 parity fragments across 4 aggregators"
