@@ -25,17 +25,55 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-/* The partition's state as if every clock before `resume` were applied and
- * served: each live worker's next push is of `resume`, and it wants that
- * clock's model. */
-static strata_status_t eng_takeover_at(strata_ctx_t *ctx, eng_apart_t *ap,
-                                       int64_t resume)
+/* The tracker at each worker's resume clock (the members' last segments,
+ * each group at one clock of it: eng_members_resume), the workers moved in
+ * the order of their groups' clocks: a move must not go below the least
+ * clock. */
+static strata_status_t eng_takeover_moves(strata_ctx_t *ctx, eng_apart_t *ap,
+                                          const int64_t *resume)
 {
     eng_agg_t *a = ctx->agg;
+    uint32_t nw = (uint32_t)ctx->nworkers;
+    for (uint32_t k = 0, w; k < nw; k++) {
+        int64_t low = INT64_MAX;
+        uint32_t next = UINT32_MAX;
+        for (w = 0; w < nw; w++) {
+            const eng_segment_t *s = eng_members_current(a->members, w);
+            if (!a->dropped[w] && ap->seg_at[w] != UINT32_MAX &&
+                resume[w] + s->offset < low) {
+                low = resume[w] + s->offset;
+                next = w;
+            }
+        }
+        if (next == UINT32_MAX)
+            break;
+        const eng_segment_t *s = eng_members_current(a->members, next);
+        strata_status_t st =
+            eng_tracker_move_worker(ap->tracker, next, s->group, low);
+        if (st != STRATA_OK)
+            return st;
+        atomic_store_explicit(&ap->done[s->group], low, memory_order_relaxed);
+        ap->seg_at[next] = UINT32_MAX; /* moved: set below */
+    }
+    for (uint32_t w = 0; w < nw; w++)
+        ap->seg_at[w] = eng_members_nsegments(a->members, w) - 1;
+    ap->moves = 0;
+    return STRATA_OK;
+}
+
+/* The partition's state as if every clock of each worker before its
+ * resume clock were applied and served: its next push is of that clock,
+ * and it wants that clock's model. */
+static strata_status_t eng_takeover_at(strata_ctx_t *ctx, eng_apart_t *ap,
+                                       const int64_t *resume)
+{
+    eng_agg_t *a = ctx->agg;
+    bool moved = false;
     for (uint32_t w = 0; w < (uint32_t)ctx->nworkers; w++) {
-        ap->arrived[w] = ap->applied[w] = resume - 1;
-        ap->want[w] = resume;
-        ap->served[w] = resume - 1;
+        ap->arrived[w] = ap->applied[w] = resume[w] - 1;
+        ap->want[w] = resume[w];
+        ap->served[w] = resume[w] - 1;
+        moved |= eng_members_nsegments(a->members, w) > 1;
         if (!a->dropped[w])
             continue;
         strata_status_t st = eng_tracker_drop_worker(ap->tracker, w);
@@ -43,17 +81,20 @@ static strata_status_t eng_takeover_at(strata_ctx_t *ctx, eng_apart_t *ap,
             return st;
         ap->retired[w] = true;
     }
-    ap->initialized = true;
+    ap->initialized = ap->fresh = true;
     ap->unserved = 0;
     ap->stage_clock = ap->prot_at = ap->ckpt_at = -1;
+    if (moved) /* gssp after a regroup: groups resume at their own clocks */
+        return eng_takeover_moves(ctx, ap, resume);
     for (uint32_t g = 0; g < ctx->policy->ngroups; g++) {
         int64_t c = eng_tracker_group_clock(ap->tracker, g);
-        if (c == ENG_TRACKER_INF || c >= resume)
+        if (c == ENG_TRACKER_INF || c >= resume[0])
             continue;
-        strata_status_t st = eng_tracker_advance_group(ap->tracker, g, resume);
+        strata_status_t st =
+            eng_tracker_advance_group(ap->tracker, g, resume[0]);
         if (st != STRATA_OK)
             return st;
-        atomic_store_explicit(&ap->done[g], resume, memory_order_relaxed);
+        atomic_store_explicit(&ap->done[g], resume[0], memory_order_relaxed);
     }
     return STRATA_OK;
 }
@@ -164,7 +205,7 @@ static strata_status_t eng_takeover_region(strata_ctx_t *ctx, uint32_t shard)
  * clock) join this aggregator's at clock `resume`. */
 static strata_status_t eng_takeover_parts(strata_ctx_t *ctx,
                                           const unsigned char *snap,
-                                          uint32_t shard, int64_t resume)
+                                          uint32_t shard, const int64_t *resume)
 {
     eng_agg_t *a = ctx->agg;
     const eng_layout_t *lay = a->layout;
@@ -243,9 +284,14 @@ strata_status_t eng_agg_takeover_msg(strata_ctx_t *ctx, eng_rbuf_t *r)
                         : "that shard was not rebuilt here at that clock");
         return STRATA_ERR_STATE;
     }
+    /* Each worker's resume clock, as the coordinator told it */
+    int64_t *at = util_calloc((size_t)ctx->nworkers, sizeof(*at));
+    if (!at)
+        return STRATA_ERR_NOMEM;
+    eng_members_resume(a->members, resume, at);
     st = eng_takeover_region(ctx, lost);
     if (st == STRATA_OK)
-        st = eng_takeover_parts(ctx, snap, lost, resume);
+        st = eng_takeover_parts(ctx, snap, lost, at);
     eng_agg_protect_stop(a);
     for (eng_wlink_t *l = a->accepted; st == STRATA_OK && l; l = l->next)
         if (l->slots_sent)
@@ -253,16 +299,18 @@ strata_status_t eng_agg_takeover_msg(strata_ctx_t *ctx, eng_rbuf_t *r)
     for (int w = 0; st == STRATA_OK && w < ctx->nworkers; w++) {
         eng_wlink_t *l = a->links[w];
         if (l && l->peer.ep && !l->left && !a->dropped[w])
-            st = eng_takeover_slots(ctx, l, lost, region, resume);
+            st = eng_takeover_slots(ctx, l, lost, region, at[w]);
     }
+    util_free(at);
     if (st != STRATA_OK)
         return st;
     a->taken_resume = resume;
     a->taken_ns = util_now_ns();
     a->taken_left = a->nparts - nparts0;
     util_info("shard %u: took shard %u over: %u partitions, %" PRIu64
-              " bytes, the model of clock %" PRId64 " from its snapshot of "
-              "clock %" PRId64 " (clocks %" PRId64 "..%" PRId64 " of it lost)",
+              " bytes, the model of clock %" PRId64 " (or later, under gssp "
+              "after a regroup) from its snapshot of clock %" PRId64
+              " (clocks %" PRId64 "..%" PRId64 " of it lost)",
               a->shard, lost, a->nparts - nparts0, a->layout->shard_bytes[lost],
               resume, clock, clock, resume - 1);
     return STRATA_OK;
@@ -278,12 +326,13 @@ void eng_agg_takeover_ready(strata_ctx_t *ctx, eng_wlink_t *l)
             eng_serve(ctx, i);
 }
 
-void eng_agg_takeover_applied(strata_ctx_t *ctx, const eng_apart_t *ap,
-                              int64_t clock)
+void eng_agg_takeover_applied(strata_ctx_t *ctx, eng_apart_t *ap, int64_t clock)
 {
     eng_agg_t *a = ctx->agg;
-    if (!ap->part->region || clock != a->taken_resume || a->taken_left == 0 ||
-        --a->taken_left > 0)
+    if (!ap->fresh)
+        return;
+    ap->fresh = false;
+    if (--a->taken_left > 0)
         return;
     util_info("shard %u: the first clock of the shard taken over (%" PRId64
               ") applied, %.1f ms after TAKEOVER",

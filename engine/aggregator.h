@@ -58,6 +58,7 @@ typedef struct eng_apart {
     float *master;      /* [count]: an fp16 or bf16 model's fp32 copy (sgd) */
     uint64_t prot_off;  /* its momentum and master in a protected snapshot */
     int64_t prot_at;    /* the protected clock it was copied for, -1 */
+    bool fresh;         /* taken over, no clock applied since */
     /* Staged (agg_stage.c): the group clock reduced into the stage before
      * every source said PUSHED (-1: none), what it was reduced from and
      * with, and per worker the clock whose model it holds from there
@@ -214,8 +215,9 @@ struct eng_agg {
     struct eng_agg_protect *prot; /* STRATA_PROTECT_EVERY; NULL: off */
     /* Shards taken over (agg_takeover.c): room in parts for their
      * partitions (reserved at the commit), the regions past the commit's
-     * ([region - 1]); the resume clock, when TAKEOVER came, and moved
-     * partitions that have not applied that clock yet. */
+     * ([region - 1]); the resume clock (each worker's from it on:
+     * eng_members_resume), when TAKEOVER came, and moved partitions that
+     * have not applied a clock yet. */
     uint32_t parts_cap, nregions;
     eng_region_t *regions;
     int64_t taken_resume;
@@ -320,8 +322,8 @@ strata_status_t eng_agg_takeover_msg(strata_ctx_t *ctx, eng_rbuf_t *r);
  * region's partitions are written to it from now on. */
 void eng_agg_takeover_ready(strata_ctx_t *ctx, eng_wlink_t *l);
 /* Partition ap applied `clock`: logs once every moved partition applied
- * the resume clock (the recovery's end). */
-void eng_agg_takeover_applied(strata_ctx_t *ctx, const eng_apart_t *ap,
+ * its first clock since the takeover (the recovery's end). */
+void eng_agg_takeover_applied(strata_ctx_t *ctx, eng_apart_t *ap,
                               int64_t clock);
 void eng_agg_takeover_free(eng_agg_t *a);
 

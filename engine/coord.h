@@ -109,6 +109,12 @@ void eng_coord_on_drop_at(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
 void eng_coord_drop_next(strata_ctx_t *ctx);
 /* Send a message to every aggregator (what: its name, for errors). */
 void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg, const char *what);
+/* A lost aggregator's shard taken over from clock `from` on: each
+ * worker's resume clock in at[] (the policy's, eng_coord_policy_t
+ * takeover), the least and the latest of the live workers'; false: not
+ * now (a regroup under way). */
+bool eng_coord_resume_clocks(strata_ctx_t *ctx, int64_t from, int64_t *at,
+                             int64_t *lo_out, int64_t *hi_out);
 
 /* ---- coord_protect.c ---- */
 
@@ -189,6 +195,13 @@ struct eng_coord_policy {
     /* A dropped worker's new process is back (its first clock agreed and
      * its WELCOME sent): it takes part again. */
     void (*rejoined)(strata_ctx_t *ctx, eng_member_t *m);
+    /* A lost aggregator's shard is taken over from clock `from` on (no
+     * earlier than any live worker's first clock without it): each
+     * worker's own resume clock (room for every worker), as the taker
+     * finds it (eng_members_resume). STRATA_ERR_STATE: not now (logged by
+     * the caller). NULL: every worker resumes at `from`. */
+    strata_status_t (*takeover)(strata_ctx_t *ctx, int64_t from,
+                                int64_t *resume_out);
 };
 
 static inline const eng_coord_policy_t *eng_coord_policy(strata_ctx_t *ctx)

@@ -62,6 +62,27 @@ void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg, const char *what)
     }
 }
 
+bool eng_coord_resume_clocks(strata_ctx_t *ctx, int64_t from, int64_t *at,
+                             int64_t *lo_out, int64_t *hi_out)
+{
+    const eng_coord_policy_t *p = eng_coord_policy(ctx);
+    if (p->takeover && p->takeover(ctx, from, at) != STRATA_OK)
+        return false;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int w = 0; w < ctx->nworkers; w++) {
+        const eng_member_t *m = ctx->coord->by_rank[ctx->naggs + w];
+        if (!p->takeover)
+            at[w] = from;
+        if (!m || m->bye || m->dropped)
+            continue;
+        lo = at[w] < lo ? at[w] : lo;
+        hi = at[w] > hi ? at[w] : hi;
+    }
+    *lo_out = lo == INT64_MAX ? from : lo;
+    *hi_out = hi == INT64_MIN ? from : hi;
+    return true;
+}
+
 void eng_coord_drop_next(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;

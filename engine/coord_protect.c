@@ -32,9 +32,14 @@
  * that shard are lost, no other shard is rolled back. Rebuild and
  * agreement are bounded by half of STRATA_TIMEOUT_MS from the loss. One
  * loss is survived: after a takeover nothing is protected any more (the
- * geometry is one shard per aggregator). bsp, ssp and asp only: under
- * other policies, or when a rank failed for another reason meanwhile, the
- * job fails once the shard is rebuilt, saying why.
+ * geometry is one shard per aggregator). Under gssp each worker resumes
+ * at a clock of its own (R or later: its group's members at one clock of
+ * the group, eng_members_resume, which the taker computes alike from R);
+ * no regroup starts while a loss is mended, and one under way at the
+ * takeover fails the job (the lost aggregator never takes its plan).
+ * bsp, ssp, asp and gssp only: under esync, fedavg or
+ * STRATA_OPTIMIZER=sum, or when a rank failed for another reason
+ * meanwhile, the job fails once the shard is rebuilt, saying why.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,6 +47,7 @@
 
 #include "engine/coord.h"
 #include "engine/protect.h"
+#include "util/alloc.h"
 #include "util/clock.h"
 
 void eng_coord_protect_init(strata_ctx_t *ctx)
@@ -277,8 +283,8 @@ static void eng_coord_takeover_try(strata_ctx_t *ctx)
             snprintf(why, sizeof(why), "%s", c->unmended);
         else
             snprintf(why, sizeof(why),
-                     "taking a shard over is built for bsp, ssp and asp, "
-                     "not for STRATA_POLICY=%s",
+                     "taking a shard over is built for bsp, ssp, asp and "
+                     "gssp, not for STRATA_POLICY=%s",
                      ctx->policy->ops->name);
         eng_fail(ctx, STRATA_ERR_PEER,
                  "%s; its shard was rebuilt at clock %" PRId64
@@ -296,24 +302,47 @@ static void eng_coord_takeover_try(strata_ctx_t *ctx)
         resume = m->lost_first > resume ? m->lost_first : resume;
     }
     int lost = c->rebuild_lost;
+    int64_t *at = util_calloc((size_t)ctx->nworkers, sizeof(*at)), lo, hi;
+    if (!at) {
+        eng_fail(ctx, STRATA_ERR_NOMEM, "%s: out of memory taking it over",
+                 c->rebuild_why);
+        return;
+    }
+    if (!eng_coord_resume_clocks(ctx, resume, at, &lo, &hi)) {
+        eng_fail(ctx, STRATA_ERR_PEER,
+                 "%s; its shard was rebuilt at clock %" PRId64
+                 " by aggregator rank %d, but a regroup was under way (the "
+                 "lost aggregator never takes its plan): the job cannot go on",
+                 c->rebuild_why, c->protected_clock, c->rebuild_by);
+        util_free(at);
+        return;
+    }
     unsigned char buf[32];
     eng_wbuf_t w;
-    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_TAKEOVER);
-    eng_put_u32(&w, (uint32_t)lost);
-    eng_put_u32(&w, (uint32_t)c->rebuild_by);
-    eng_put_i64(&w, c->protected_clock);
-    eng_put_i64(&w, resume);
     for (int r = 0; r < ctx->size; r++) {
         eng_member_t *m = c->by_rank[r];
-        if (r != lost && m && m->peer.ep && !m->bye && !m->dropped &&
-            eng_send(&m->peer, &w, NULL) != STRATA_OK)
+        if (r == lost || !m || !m->peer.ep || m->bye || m->dropped)
+            continue;
+        eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_TAKEOVER);
+        eng_put_u32(&w, (uint32_t)lost);
+        eng_put_u32(&w, (uint32_t)c->rebuild_by);
+        eng_put_i64(&w, c->protected_clock);
+        eng_put_i64(&w, r < ctx->naggs ? resume : at[r - ctx->naggs]);
+        if (eng_send(&m->peer, &w, NULL) != STRATA_OK)
             util_debug("cannot say TAKEOVER to %s", eng_member_name(m));
     }
+    util_free(at);
+    char each[96] = "";
+    if (lo != resume || hi != resume)
+        snprintf(each, sizeof(each),
+                 " (its groups at their own clocks: the workers' from %" PRId64
+                 " to %" PRId64 ")",
+                 lo, hi);
     util_info("%s; shard %d taken over by aggregator rank %d, resumed at "
               "clock %" PRId64 " (protected at %" PRId64 ": clocks %" PRId64
-              "..%" PRId64 " of it lost), %.1f ms after the loss",
+              "..%" PRId64 " of it lost)%s, %.1f ms after the loss",
               c->rebuild_why, lost, c->rebuild_by, resume, c->protected_clock,
-              c->protected_clock, resume - 1,
+              c->protected_clock, resume - 1, each,
               (double)(util_now_ns() - c->rebuild_start_ns) / 1e6);
     c->taken = lost;
     c->rebuild_lost = -1;

@@ -189,10 +189,12 @@ static void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m,
 
 /* ---- 2. the plan ---- */
 
+/* Every aggregator in the job: not one whose shard was taken over. */
 static void eng_rg_send_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg)
 {
     for (int a = 0; a < ctx->naggs; a++)
-        eng_rg_send(ctx, ctx->coord->by_rank[a], msg);
+        if (a != ctx->coord->taken)
+            eng_rg_send(ctx, ctx->coord->by_rank[a], msg);
 }
 
 /* Plan the moves here and send them to every aggregator, as many to a
@@ -240,7 +242,7 @@ static void eng_rg_frozen_all(strata_ctx_t *ctx)
     unsigned char buf[32];
     eng_wbuf_t msg;
     rg->phase = ENG_RG_PLANNING;
-    rg->waiting = (uint32_t)ctx->naggs;
+    rg->waiting = (uint32_t)eng_coord_naggs(ctx);
     eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_PLAN_END);
     eng_put_u32(&msg, rg->gen);
     eng_put_u32(&msg, nmoves);
@@ -298,8 +300,11 @@ static void eng_rg_freeze(strata_ctx_t *ctx)
 static void eng_rg_evaluate(strata_ctx_t *ctx)
 {
     eng_regroup_t *rg = ctx->coord->rg;
-    if (rg->phase != ENG_RG_IDLE || ctx->coord->joining >= 0 || eng_fatal(ctx))
-        return; /* a rejoin's clock is agreed on the current segments */
+    /* A rejoin's clock is agreed on the current segments, and so is a
+     * lost shard's resume clock (the lost aggregator plans nothing). */
+    if (rg->phase != ENG_RG_IDLE || ctx->coord->joining >= 0 ||
+        ctx->coord->rebuild_lost >= 0 || eng_fatal(ctx))
+        return;
     rg->eval_ns = util_now_ns();
     bool probing = eng_grouping_probing(rg->grouping), changed = false;
     strata_status_t st = eng_grouping_evaluate(rg->grouping, &changed);
@@ -386,6 +391,19 @@ static bool eng_coord_regroup_holds(strata_ctx_t *ctx)
     return rg && rg->phase != ENG_RG_IDLE;
 }
 
+/* A lost shard's resume clocks, on the segments the taker has too;
+ * refused while a regroup's plan travels (the lost aggregator never
+ * answers it). */
+static strata_status_t
+eng_coord_regroup_takeover(strata_ctx_t *ctx, int64_t from, int64_t *resume_out)
+{
+    eng_regroup_t *rg = ctx->coord->rg;
+    if (rg->phase != ENG_RG_IDLE)
+        return STRATA_ERR_STATE;
+    eng_members_resume(rg->members, from, resume_out);
+    return STRATA_OK;
+}
+
 /* A dropped worker's new process is back in the segment the aggregators
  * keep it in: its group is that segment's, and the grouping counts it
  * again from its first reported steps (none yet: no regroup until then).
@@ -449,4 +467,5 @@ const eng_coord_policy_t eng_coord_gssp = {
     .left = eng_coord_regroup_left,
     .holds_rejoin = eng_coord_regroup_holds,
     .rejoined = eng_coord_regroup_rejoined,
+    .takeover = eng_coord_regroup_takeover,
 };

@@ -212,6 +212,23 @@ strata_status_t eng_members_regroup(eng_members_t *m, const int64_t *frozen_at,
     return STRATA_OK;
 }
 
+void eng_members_resume(const eng_members_t *m, int64_t from,
+                        int64_t *resume_out)
+{
+    for (uint32_t w = 0; w < m->workers; w++)
+        eng_members_raise(&from, eng_members_current(m, w)->start);
+    for (uint32_t w = 0; w < m->workers; w++) { /* a regroup's moves: few */
+        const eng_segment_t *s = eng_members_current(m, w);
+        int64_t join = from + s->offset;
+        for (uint32_t v = 0; v < m->workers; v++) {
+            const eng_segment_t *o = eng_members_current(m, v);
+            if (o->group == s->group)
+                eng_members_raise(&join, from + o->offset);
+        }
+        resume_out[w] = join - s->offset;
+    }
+}
+
 uint32_t eng_members_nsegments(const eng_members_t *m, uint32_t worker)
 {
     return m->hist[worker].n;

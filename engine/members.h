@@ -101,6 +101,19 @@ bool eng_members_at(const eng_members_t *m, uint32_t worker, uint32_t group,
 const uint32_t *eng_members_of(const eng_members_t *m, uint32_t group,
                                uint32_t *count_out);
 
+/*
+ * A lost aggregator's shard taken over (engine/agg_takeover.c): the clock
+ * each worker resumes it at, alike on the coordinator and the taker. From
+ * `from` (no earlier than any worker's first clock without the shard) on,
+ * resume_out[w] = J - offset, J = the clock its group resumes at: `from`,
+ * no earlier than any last segment's start, plus the largest offset of a
+ * worker whose last segment is in the group. So every worker resumes at
+ * or after `from`, in its last segment, and every member of a group at the
+ * same clock of it (room for every worker in resume_out).
+ */
+void eng_members_resume(const eng_members_t *m, int64_t from,
+                        int64_t *resume_out);
+
 uint32_t eng_members_workers(const eng_members_t *m);
 uint32_t eng_members_groups(const eng_members_t *m);
 

@@ -128,6 +128,7 @@ static const eng_policy_ops_t eng_policies[] = {
     {.name = "gssp",
      .setup = eng_gssp_setup,
      .scale = eng_grad_scale,
+     .takeover = true,
      .coord = &eng_coord_gssp,
      .worker = &eng_worker_gssp,
      .agg = &eng_agg_gssp},

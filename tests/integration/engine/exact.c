@@ -82,7 +82,9 @@
  * the taker (never back), c + 1 - (min(R, c + 1) - K) for one K in
  * [P, R) per partition, the clocks of its own the snapshot held, the same
  * at every later step; the others' elements keep their staleness bounds,
- * the lower one R - P clocks less on the lost shard.
+ * the lower one R - P clocks less on the lost shard. Under gssp with
+ * manual groups (no regroup: a worker's clock is its group's) the same
+ * holds, R the worker's own resume clock (its takeover line).
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>

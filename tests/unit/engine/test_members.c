@@ -151,6 +151,45 @@ static void the_join_clock_is_past_every_clock_pushed(void **state)
     eng_members_destroy(m);
 }
 
+/* A taken shard resumes past every worker's first clock without it and
+ * every last segment's start, each group's members at one clock of it. */
+static void a_taken_shard_resumes_each_group_at_one_clock(void **state)
+{
+    (void)state;
+    eng_members_t *m;
+    const uint32_t first[4] = {0, 0, 1, 1};
+    assert_int_equal(eng_members_create(4, 2, first, &m), STRATA_OK);
+    int64_t r[4];
+    eng_members_resume(m, 7, r); /* offsets 0: every worker at 7 */
+    for (int w = 0; w < 4; w++)
+        assert_int_equal(r[w], 7);
+    const int64_t frozen[4] = {40, 40, 10, 11};
+    const uint32_t target[4] = {1, 0, 1, 1};
+    eng_move_t moves[4];
+    uint32_t n;
+    assert_int_equal(eng_members_regroup(m, frozen, target, moves, &n),
+                     STRATA_OK);
+    /* group 1 at 40: workers 0 (offset 0), 2 (30), 3 (29); group 0:
+     * worker 1 (offset 0). From 42 on: group 1 resumes at 42 + 30. */
+    eng_members_resume(m, 42, r);
+    assert_int_equal(r[0], 72);
+    assert_int_equal(r[1], 42);
+    assert_int_equal(r[2], 42);
+    assert_int_equal(r[3], 43);
+    for (int w = 0; w < 4; w++) {
+        const eng_segment_t *s = eng_members_current(m, w);
+        assert_true(r[w] >= 42 && r[w] >= s->start);
+        if (s->group == 1)
+            assert_int_equal(r[w] + s->offset, 72);
+    }
+    /* Not before a segment's start: from 5, group 1 resumes at 40 + 30. */
+    eng_members_resume(m, 5, r);
+    assert_int_equal(r[0], 70);
+    assert_int_equal(r[1], 40);
+    assert_int_equal(r[2], 40);
+    eng_members_destroy(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -158,6 +197,7 @@ int main(void)
         cmocka_unit_test(bad_moves_are_refused),
         cmocka_unit_test(a_newcomer_rebases_the_group_it_joins),
         cmocka_unit_test(the_join_clock_is_past_every_clock_pushed),
+        cmocka_unit_test(a_taken_shard_resumes_each_group_at_one_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
