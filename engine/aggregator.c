@@ -681,6 +681,15 @@ static void eng_on_grad(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
         eng_try_reduce(ctx, i);
 }
 
+/* A run of dense pushes under one immediate (ENG_IMM_GRADS): each lands
+ * as if its own immediate had come, in order. */
+static void eng_on_grad_run(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t imm)
+{
+    uint32_t first = eng_imm_run_first(imm), n = eng_imm_run_count(imm);
+    for (uint32_t i = first; i < first + n && !eng_fatal(ctx); i++)
+        eng_on_grad(ctx, l, i, imm, (uint32_t)ctx->agg->parts[i].part->bytes);
+}
+
 static void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
                            uint32_t len)
 {
@@ -689,8 +698,16 @@ static void eng_agg_on_imm(strata_ctx_t *ctx, eng_peer_t *peer, uint32_t imm,
     uint32_t i = eng_imm_part(imm);
     unsigned kind = eng_imm_kind(imm);
     bool ok = l->widx >= 0 && a->layout && i < a->nparts;
+    if (kind == ENG_IMM_GRADS)
+        ok = l->widx >= 0 && a->layout && eng_imm_run_count(imm) <= a->nparts &&
+             eng_imm_run_first(imm) <= a->nparts - eng_imm_run_count(imm);
+    if (ok && (kind == ENG_IMM_GRAD || kind == ENG_IMM_SPARSE ||
+               kind == ENG_IMM_GRADS))
+        atomic_fetch_add_explicit(&ctx->cnt.push_imms, 1, memory_order_relaxed);
     if (ok && (kind == ENG_IMM_GRAD || kind == ENG_IMM_SPARSE))
         eng_on_grad(ctx, l, i, imm, len);
+    else if (ok && kind == ENG_IMM_GRADS)
+        eng_on_grad_run(ctx, l, imm);
     else if (ok && kind == ENG_IMM_INIT && l->widx == 0 &&
              !a->parts[i].initialized)
         eng_on_init(ctx, l, i);

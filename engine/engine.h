@@ -202,6 +202,7 @@ typedef struct eng_counters {
     _Atomic uint64_t pull_wakeup_ns, reduce_wait_ns, serve_ns;
     _Atomic uint64_t pull_raised_ns; /* when the pull gate last rose */
     _Atomic uint64_t in_place_pushes, in_place_bytes;
+    _Atomic uint64_t push_imms; /* aggregator: immediates pushes ended with */
 } eng_counters_t;
 
 struct strata_ctx {

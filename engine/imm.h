@@ -5,7 +5,8 @@
  *   bits 28..22  the clock, modulo 128 (checked against the expected one)
  *   bits 21..0   the partition: its index among the aggregator's (held_index,
  *                layout.h) for writes into an aggregator, its index in the
- *                model for writes into a worker
+ *                model for writes into a worker; for ENG_IMM_GRADS a run of
+ *                partitions (eng_imm_run)
  */
 #ifndef STRATA_ENGINE_IMM_H
 #define STRATA_ENGINE_IMM_H
@@ -21,6 +22,10 @@ enum {
     /* worker -> aggregator: a GDTopK push, (uint32 index, fp32 value)
      * entries as long as the write */
     ENG_IMM_SPARSE = 4,
+    /* worker -> aggregator: gradients of a clock for a run of partitions
+     * (consecutive held indices), each as ENG_IMM_GRAD would say it: small
+     * partitions of one push fused into one immediate */
+    ENG_IMM_GRADS = 5,
 };
 
 #define ENG_IMM_CLOCK_MASK 0x7fu
@@ -32,6 +37,26 @@ static inline uint32_t eng_imm(unsigned kind, int64_t clock, uint32_t part)
 {
     return (uint32_t)kind << 29 | ((uint32_t)clock & ENG_IMM_CLOCK_MASK) << 22 |
            part;
+}
+
+/* ENG_IMM_GRADS: partitions first .. first + n - 1, n in [2, ENG_IMM_RUN_MAX],
+ * first below ENG_IMM_RUN_FIRSTS (bits 15..0 first, 21..16 n - 2). */
+#define ENG_IMM_RUN_MAX 65u
+#define ENG_IMM_RUN_FIRSTS (1u << 16)
+
+static inline uint32_t eng_imm_run(uint32_t first, uint32_t n)
+{
+    return (n - 2) << 16 | first;
+}
+
+static inline uint32_t eng_imm_run_first(uint32_t imm)
+{
+    return imm & (ENG_IMM_RUN_FIRSTS - 1);
+}
+
+static inline uint32_t eng_imm_run_count(uint32_t imm)
+{
+    return ((imm & ENG_IMM_PART_MASK) >> 16) + 2;
 }
 
 static inline unsigned eng_imm_kind(uint32_t imm)

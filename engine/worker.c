@@ -267,6 +267,61 @@ static strata_status_t eng_post_notice(strata_ctx_t *ctx, eng_link_t *l,
     return st;
 }
 
+/* Pushes of partitions up to this size that follow each other in a link's
+ * queue (one clock, consecutive held indices, copied) go as one run: their
+ * writes, then one immediate for all (each write and immediate a message,
+ * a completion and maybe a wake-up on the aggregator). */
+#define ENG_FUSE_BYTES (64u << 10)
+
+static bool eng_fusable(const strata_ctx_t *ctx, const eng_link_t *l,
+                        const eng_post_t *e)
+{
+    const eng_partition_t *part = &ctx->worker->layout->parts[e->part];
+    return e->kind == ENG_OP_GRAD && !eng_post_in_place(ctx, l, e) &&
+           part->bytes <= ENG_FUSE_BYTES && eng_link_slots(l, part)->len != 0;
+}
+
+/* The head of the queue starts a run (fuse_*) when the entries after it
+ * can go with it. */
+static void eng_fuse_start(const strata_ctx_t *ctx, eng_link_t *l)
+{
+    const eng_layout_t *lay = ctx->worker->layout;
+    const eng_post_t *h = &l->q[l->qhead];
+    const eng_partition_t *hp = &lay->parts[h->part];
+    l->fuse_n = 0;
+    if (!eng_fusable(ctx, l, h) || hp->held_index >= ENG_IMM_RUN_FIRSTS)
+        return;
+    uint32_t n = 1;
+    while (n < l->qlen && n < ENG_IMM_RUN_MAX) {
+        const eng_post_t *e = &l->q[(l->qhead + n) % l->qcap];
+        const eng_partition_t *p = &lay->parts[e->part];
+        if (!eng_fusable(ctx, l, e) || e->clock != h->clock ||
+            p->held_index != hp->held_index + n ||
+            eng_link_slots(l, p) != eng_link_slots(l, hp))
+            break;
+        n++;
+    }
+    if (n > 1) {
+        l->fuse_first = hp->held_index;
+        l->fuse_n = n;
+        l->fuse_at = 0;
+    }
+}
+
+/* The immediate a push's last write carries, and whether it has one. */
+static bool eng_push_imm(const eng_link_t *l, const eng_post_t *e,
+                         const eng_partition_t *part, uint32_t *imm_out)
+{
+    if (!l->fuse_n) {
+        *imm_out = eng_imm(e->kind == ENG_OP_GRAD ? ENG_IMM_GRAD : ENG_IMM_INIT,
+                           e->clock, part->held_index);
+        return true;
+    }
+    *imm_out =
+        eng_imm(ENG_IMM_GRADS, e->clock, eng_imm_run(l->fuse_first, l->fuse_n));
+    return l->fuse_at + 1 == l->fuse_n;
+}
+
 static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
                                       const eng_post_t *e, uint32_t k)
 {
@@ -280,7 +335,8 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
     const eng_piece_t *pc = &lay->pieces[part->first_piece + k];
     eng_wtensor_t *t = &w->tensors[pc->tensor];
     const eng_treg_t *r = &t->reg[l->prov];
-    bool last = k + 1 == part->npieces;
+    uint32_t imm;
+    bool last = eng_push_imm(l, e, part, &imm) && k + 1 == part->npieces;
     uint64_t dst_off = eng_layout_slot_off(part, e->clock) + pc->part_off;
     tp_mr_t *src = e->kind == ENG_OP_GRAD ? r->grad : r->src;
     uint64_t src_off = e->kind == ENG_OP_GRAD ? 0 : r->src_off;
@@ -288,8 +344,6 @@ static strata_status_t eng_post_piece(strata_ctx_t *ctx, eng_link_t *l,
     if (e->kind == ENG_OP_GRAD)
         op |= (uintptr_t)t->push_req[e->clock & 1] |
               (e->clock & 1 ? ENG_OP_ODD : 0);
-    uint32_t imm = eng_imm(e->kind == ENG_OP_GRAD ? ENG_IMM_GRAD : ENG_IMM_INIT,
-                           e->clock, part->held_index);
     strata_status_t st = tp_write(l->peer.ep, src, src_off + pc->tensor_off,
                                   eng_link_slots(l, part), dst_off, pc->len,
                                   imm, last ? TP_WRITE_IMM : 0, (void *)op);
@@ -315,6 +369,8 @@ void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
         /* A taken shard's partitions wait for the taker's TAKEN. */
         if (eng_link_slots(l, &lay->parts[e->part])->len == 0)
             return;
+        if (l->qpiece == 0 && !l->fuse_n)
+            eng_fuse_start(ctx, l);
         uint32_t npieces =
             e->kind == ENG_OP_TOPK || eng_post_in_place(ctx, l, e)
                 ? 1
@@ -336,6 +392,8 @@ void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
         l->qpiece = 0;
         l->qhead = (l->qhead + 1) % l->qcap;
         l->qlen--;
+        if (l->fuse_n && ++l->fuse_at == l->fuse_n)
+            l->fuse_n = 0;
     }
 }
 

@@ -124,6 +124,10 @@ typedef struct eng_link {
     tp_rdesc_t stage_desc;
     eng_post_t *q;
     uint32_t qcap, qhead, qlen, qpiece; /* qpiece: next piece of the head */
+    /* The head is entry fuse_at of a run of fuse_n small pushes from held
+     * index fuse_first on, whose last write alone carries an immediate
+     * (ENG_IMM_GRADS); fuse_n 0: no run. */
+    uint32_t fuse_first, fuse_n, fuse_at;
     /* Zero copy (STRATA_ZERO_COPY, a provider with TP_CAP_PEER_MAP): per
      * partition the aggregator holds (its held_index), whether the aggregator
      * reads its gradients in place (GRADS), then the clock of its last push

@@ -91,7 +91,7 @@ void eng_link_lose(strata_ctx_t *ctx, eng_link_t *l)
     for (uint32_t i = 0; i < l->qlen; i++)
         eng_post_drop(ctx, l, &l->q[(l->qhead + i) % l->qcap],
                       i == 0 ? l->qpiece : 0);
-    l->qlen = l->qpiece = 0;
+    l->qlen = l->qpiece = l->fuse_n = 0;
     for (uint32_t si = 0; l->in_place && si < w->layout->held_nparts[l->agg];
          si++)
         while (l->in_place[si] && l->zc_consumed[si] < l->zc_queued[si])

@@ -640,6 +640,65 @@ static void push_beyond_the_bound_is_held(void **state)
     job_end();
 }
 
+/* A push whose partitions bound for one aggregator are small (here every
+ * partition, 4 KiB) goes as one run: their writes, then one immediate for
+ * all (ENG_IMM_GRADS). The aggregator takes each partition as landed, in
+ * order, as if each had its own immediate: the model is exact, clock after
+ * clock. Pushed a tensor at a time, a run is what each push completes. */
+static void small_partitions_of_a_push_go_under_one_immediate(void **state)
+{
+    (void)state;
+    job_start(3, 1, NULL);
+    job_commit();
+    strata_ctx_t *agg = job.ctx[0];
+    uint32_t nparts = agg->agg->nparts;
+    assert_true(nparts > 2);
+    for (int c = 1; c <= 3; c++) {
+        uint64_t imms = atomic_load(&agg->cnt.push_imms);
+        grads(1, 1.0f, 2.0f);
+        grads(2, 3.0f, -2.0f);
+        strata_request_t *push1, *push2, *pull1, *pull2, *pa1 = NULL,
+                                                         *pa2 = NULL;
+        if (c < 3) {
+            push1 = push(1);
+            push2 = push(2);
+        } else { /* a, then b: a's partitions, then the rest */
+            const int a = 0, b = 1;
+            assert_int_equal(eng_worker_push(job.ctx[1], &a, 1, &pa1),
+                             STRATA_OK);
+            assert_int_equal(eng_worker_push(job.ctx[2], &a, 1, &pa2),
+                             STRATA_OK);
+            pump();
+            assert_int_equal(atomic_load(&agg->cnt.push_imms) - imms, 2);
+            assert_int_equal(eng_worker_push(job.ctx[1], &b, 1, &push1),
+                             STRATA_OK);
+            assert_int_equal(eng_worker_push(job.ctx[2], &b, 1, &push2),
+                             STRATA_OK);
+        }
+        pull1 = pull(1, c);
+        pull2 = pull(2, c);
+        pump();
+        assert_int_equal(atomic_load(&agg->cnt.push_imms) - imms,
+                         c < 3 ? 2 : 4);
+        assert_int_equal(atomic_load(&agg->cnt.pushes),
+                         (uint64_t)c * 2 * nparts);
+        assert_int_equal(atomic_load(&agg->cnt.reductions),
+                         (uint64_t)c * nparts);
+        assert_int_equal(wait_done(&pull1), STRATA_OK);
+        assert_int_equal(wait_done(&pull2), STRATA_OK);
+        /* sgd, lr 0.5, the mean gradient: a by (1 + 3) / 2, b by 0 */
+        expect_model(1, (float)c, 0.0f);
+        expect_model(2, (float)c, 0.0f);
+        assert_int_equal(wait_done(&push1), STRATA_OK);
+        assert_int_equal(wait_done(&push2), STRATA_OK);
+        if (pa1) {
+            assert_int_equal(wait_done(&pa1), STRATA_OK);
+            assert_int_equal(wait_done(&pa2), STRATA_OK);
+        }
+    }
+    job_finalize();
+}
+
 /* A gradient write reported twice is a push of a clock already taken: the
  * aggregator refuses it, naming the worker, and the whole job fails. */
 static void duplicate_arrival_refused(void **state)
@@ -1594,6 +1653,9 @@ int main(void)
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(push_beyond_the_bound_is_held,
                                         test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(
+            small_partitions_of_a_push_go_under_one_immediate, test_log_setup,
+            test_log_teardown),
         cmocka_unit_test_setup_teardown(duplicate_arrival_refused,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(tensor_registered_twice, test_log_setup,
