@@ -17,9 +17,11 @@ time-to-accuracy table, and draws accuracy against time:
 Workers are slowed as strata-train's --speeds does: a worker with factor f
 pads every step by sleeping until f x the base step time after it began, the
 base lying above the real compute time, so its speed is its factor rather
-than how the cores are shared. Worker 0 reports: it evaluates on a test
-subset every --eval-every seconds of training while every worker pauses
-(the pause is not counted as training time), and prints one line each time.
+than how the cores are shared. One worker reports, every --eval-every
+seconds of training, the accuracy on a test subset: the slowest when one
+is slowed, in its sleep (a copy of the model, piece by piece, taking no
+step from anyone), or else worker 0 while every worker pauses (the pause
+is not counted as training time).
 """
 
 import argparse
@@ -180,18 +182,82 @@ def make_model(name, torch):
         nn.Linear(512, 10))
 
 
+def score(model, x, y, torch):
+    """Correct answers and the summed loss of an evaluating model."""
+    with torch.no_grad():
+        out = model(x)
+        return int((out.argmax(1) == y).sum()), float(
+            torch.nn.functional.cross_entropy(out, y, reduction="sum"))
+
+
 def evaluate(model, tx, ty, torch):
     was = model.training
     model.eval()
     correct, loss = 0, 0.0
-    with torch.no_grad():
-        for i in range(0, len(ty), 250):
-            out = model(tx[i:i + 250])
-            loss += float(torch.nn.functional.cross_entropy(
-                out, ty[i:i + 250], reduction="sum"))
-            correct += int((out.argmax(1) == ty[i:i + 250]).sum())
+    for i in range(0, len(ty), 250):
+        c, s = score(model, tx[i:i + 250], ty[i:i + 250], torch)
+        correct, loss = correct + c, loss + s
     model.train(was)
     return correct / len(ty), loss / len(ty)
+
+
+def evaluator(speeds):
+    """The worker that evaluates: the slowest (the lowest index of those),
+    when it is slowed and so sleeps part of every step; worker 0 otherwise."""
+    slow = max(range(len(speeds)), key=lambda w: (speeds[w], -w))
+    return slow if speeds[slow] > min(speeds) else 0
+
+
+class IdleEvaluation:
+    """A copy of the global model, evaluated in pieces in the evaluating
+    worker's sleep: a slowed worker's sleep stands for compute it does not
+    have, so evaluating there takes no step from any worker. (Worker 0
+    evaluating while every worker paused took the x1 workers' steps from
+    every ESync round it fell in, while the slowest worker's sleep went on:
+    1,000 test images cost the AlexNet-like CNN's CPU of 43-62 training
+    steps, more than a round's 16 at 1,1,1,16. BSP's waits hid it.)"""
+
+    def __init__(self, model, tx, ty, torch):
+        import copy
+        self.copy = copy.deepcopy(model).eval()
+        self.tx, self.ty, self.torch = tx, ty, torch
+        self.at = None  # what the copy was taken at, while it is evaluated
+        self.per_image = None  # seconds, the latest pieces' average
+
+    def take(self, model, at):
+        with self.torch.no_grad():
+            for mine, theirs in zip(self.copy.state_dict().values(),
+                                    model.state_dict().values()):
+                mine.copy_(theirs)
+        self.at, self.done, self.correct, self.loss = at, 0, 0, 0.0
+
+    def advance(self, deadline):
+        """Evaluates pieces while the next fits before deadline (monotonic
+        seconds, timed by the pieces before); (acc, loss, at) once the
+        whole test subset is done."""
+        n = len(self.ty)
+        while self.at is not None and self.done < n:
+            left = deadline - time.monotonic()
+            fit = 0 if left <= 0 else \
+                min(250, left / (1.25 * self.per_image)) \
+                if self.per_image else 16  # a first piece, to time
+            k = min(n - self.done, int(fit))
+            if k < 1:
+                if left > 0:  # a slow piece (a busy moment) ages out
+                    self.per_image *= 0.8
+                return None
+            began = time.monotonic()
+            part = slice(self.done, self.done + k)
+            c, s = score(self.copy, self.tx[part], self.ty[part], self.torch)
+            took = (time.monotonic() - began) / k
+            self.per_image = took if self.per_image is None else \
+                (self.per_image + took) / 2
+            self.done, self.correct, self.loss = \
+                self.done + k, self.correct + c, self.loss + s
+        if self.at is None:
+            return None
+        at, self.at = self.at, None
+        return self.correct / n, self.loss / n, at
 
 
 class Pause:
@@ -246,6 +312,9 @@ def run_rank(args):
     x, y, tx, ty = load_data(args, me, workers, torch)
     torch.manual_seed(args.seed)
     model = make_model(args.model, torch)
+    ev = evaluator(speeds)
+    idle = IdleEvaluation(model, tx, ty, torch) \
+        if me == ev and speeds[ev] > min(speeds) else None
     if policy in ("esync", "fedavg") or ctx.setting("optimizer") == "sum":
         inner = torch.optim.SGD(model.parameters(), lr=args.lr,
                                 momentum=args.momentum)
@@ -262,6 +331,20 @@ def run_rank(args):
     log = open(args.log, "a") if args.log else None
     steps, trained, since_eval, reached = 0, 0.0, 0.0, None
     in_round, rounds = 0, []  # local steps of each completed round
+
+    def report(acc, loss, at):
+        nonlocal reached
+        t, at_steps, clock = at
+        if reached is None and acc >= args.target_acc:
+            reached = t
+        line = {"policy": policy, "t": t, "acc": acc, "loss": loss,
+                "steps": at_steps, "clock": clock, "group": ctx.group}
+        print(f"{policy:8s} {t:8.1f} s  acc {acc:.4f}  loss "
+              f"{loss:.3f}  steps {at_steps}  clock {clock}", flush=True)
+        if log:
+            log.write(json.dumps(line) + "\n")
+            log.flush()
+
     g = torch.Generator().manual_seed(args.seed + me)
     finished = False  # at a step with the global model in the parameters
     while not finished and not pause.stopped():
@@ -278,55 +361,66 @@ def run_rank(args):
             opt.step()
             if base == 0:  # calibrate: 1.5 x the first compute times
                 base = 1.5 * (time.monotonic() - began) if steps >= 2 else 0
-            pad = speeds[me] * base - (time.monotonic() - began)
-            if pad > 0:
-                time.sleep(pad)
             steps += 1
             in_round += 1
             if opt.synced:
                 rounds.append(in_round)
                 in_round = 0
+            now = trained + time.monotonic() - began
+            if idle and opt.synced and idle.at is None and \
+                    since_eval + time.monotonic() - began >= args.eval_every:
+                idle.take(model, (now, steps, ctx.clock))
+                since_eval = -(time.monotonic() - began)
+            done_eval = idle.advance(began + speeds[me] * base) \
+                if idle else None
+            pad = speeds[me] * base - (time.monotonic() - began)
+            if pad > 0:
+                time.sleep(pad)
             spent = time.monotonic() - began
             trained += spent
             since_eval += spent
+            if done_eval:
+                report(*done_eval)
             # The global model is in the parameters after every step, or at
             # a round's end (esync, fedavg): evaluate, and end, only then.
             if not opt.synced:
                 continue
             done = trained >= args.budget or (reached and
                                               args.stop_at_target)
-            if me != 0 and done:
+            if me != ev and done:
                 finished = True
                 break
-            if me != 0 or (since_eval < args.eval_every and not done):
+            if me != ev or (not done and (idle or
+                                          since_eval < args.eval_every)):
                 continue
             if done:
                 pause.stop()  # the others end at their next step
+            if idle:  # the last evaluation: nobody trains any more
+                pending = idle.advance(float("inf"))
+                if pending:
+                    report(*pending)
+                if not pending or pending[2][1] != steps:
+                    idle.take(model, (now, steps, ctx.clock))
+                    report(*idle.advance(float("inf")))
+                finished = True
+                break
             since_eval = 0.0
             pause.hold()
             with opt.untimed():
                 acc, loss = evaluate(model, tx, ty, torch)
             pause.release()
-            if reached is None and acc >= args.target_acc:
-                reached = trained
-            line = {"policy": policy, "t": trained, "acc": acc, "loss": loss,
-                    "steps": steps, "clock": ctx.clock, "group": ctx.group}
-            print(f"{policy:8s} {trained:8.1f} s  acc {acc:.4f}  loss "
-                  f"{loss:.3f}  steps {steps}  clock {ctx.clock}", flush=True)
-            if log:
-                log.write(json.dumps(line) + "\n")
-                log.flush()
+            report(acc, loss, (trained, steps, ctx.clock))
             if done or (reached and args.stop_at_target):
                 finished = True
                 break
-    if me == 0:
+    if me == ev:
         pause.stop()
     if log:  # one line per worker, appended whole
         log.write(json.dumps({
             "policy": policy, "end": True, "worker": me, "steps": steps,
             "rounds": len(rounds), "round_steps": summary(rounds),
             "trained_s": trained, "base_s": base, "speed": speeds[me],
-            "reached": reached}) + "\n")
+            "evaluator": me == ev, "reached": reached}) + "\n")
         log.close()
     pause.release()
     st.finalize()
@@ -409,10 +503,12 @@ def run_policy(args, policy, launcher, workdir):
                 ends[rec["worker"]] = rec
             else:
                 evals.append(rec)
-    end = ends.get(0, {})
+    end = next((e for e in ends.values() if e.get("evaluator")),
+               ends.get(0, {}))
     return {"policy": policy, "status": proc.returncode, "wall_s": wall,
             "evals": evals, "reached_s": end.get("reached"),
-            "steps": end.get("steps"), "base_s": end.get("base_s"),
+            "steps": ends.get(0, {}).get("steps"),
+            "base_s": end.get("base_s"),
             "trained_s": end.get("trained_s"),
             "workers": [ends[w] for w in sorted(ends)],
             "final_acc": evals[-1]["acc"] if evals else None}
@@ -434,11 +530,14 @@ def print_table(args, results):
               + ("" if r["status"] == 0 else f"  (exit {r['status']})"))
     rounds = [r for r in results if r["policy"] in ("esync", "fedavg")]
     if rounds:
-        print("local steps per round, each worker (mean min-max) [speed]:")
+        print("local steps per round, each worker (mean min-max of the "
+              "steps of its pace in one of the slowest's) [speed]:")
     for r in rounds:
+        slowest = max((w["speed"] for w in r["workers"]), default=1)
         print(f"{r['policy']:8s} " + "  ".join(
             f"w{w['worker']} {w['round_steps'][0]:.1f} "
-            f"{w['round_steps'][1]}-{w['round_steps'][2]} [x{w['speed']:g}]"
+            f"{w['round_steps'][1]}-{w['round_steps'][2]} of "
+            f"{slowest / w['speed']:g} [x{w['speed']:g}]"
             if w["round_steps"] else f"w{w['worker']} -"
             for w in r["workers"]))
 

@@ -9,8 +9,10 @@ the workers that compute at once, not those that mostly sleep."""
 import argparse
 import gzip
 import sys
+import time
 
 import numpy as np
+import pytest
 import torch
 
 from conftest import SOURCE
@@ -83,3 +85,41 @@ def test_the_x1_step_allows_for_the_workers_that_compute():
     assert fm.core_share([1, 1, 1, 1], 2) == 2.0
     assert fm.core_share([1, 1, 1, 1, 117, 117], 2) < 2.01
     assert fm.core_share([1, 8], 2) == 1.0
+
+
+def test_the_slowest_worker_evaluates_when_it_sleeps():
+    # its sleep stands for compute it lacks: evaluating there takes no step
+    # from the others; with no worker slowed, worker 0 evaluates (pausing)
+    assert fm.evaluator([1, 1, 1, 16]) == 3
+    assert fm.evaluator([16, 1, 16, 1]) == 0
+    assert fm.evaluator([1, 4, 2]) == 1
+    assert fm.evaluator([1, 1, 1]) == 0
+    assert fm.evaluator([2, 2]) == 0
+
+
+def test_the_idle_evaluation_scores_its_copy_piece_by_piece():
+    torch.manual_seed(4)
+    model = fm.make_model("lenet", torch)
+    tx, ty = torch.randn(300, 1, 28, 28), torch.randint(0, 10, (300,))
+    idle = fm.IdleEvaluation(model, tx, ty, torch)
+    assert idle.advance(float("inf")) is None  # nothing taken
+    want = fm.evaluate(model, tx, ty, torch)
+    idle.take(model, (12.5, 40, 7))
+    with torch.no_grad():  # training goes on: the copy is not the model
+        for p in model.parameters():
+            p.add_(1.0)
+    assert idle.advance(0.0) is None and idle.done == 0  # no time: no piece
+    pieces = 0
+    while (got := idle.advance(time.monotonic() + 0.05)) is None:
+        assert 0 < idle.done < 300 or pieces == 0
+        pieces += 1
+        assert pieces < 10000
+    acc, loss, at = got
+    assert at == (12.5, 40, 7)
+    assert acc == want[0] and abs(loss - want[1]) < 1e-4 * abs(want[1])
+    assert idle.at is None and idle.advance(float("inf")) is None
+    moved = fm.evaluate(model, tx, ty, torch)
+    assert moved != want
+    idle.take(model, (20.0, 64, 11))  # the last one: all in one go
+    assert idle.advance(float("inf"))[:2] == moved[:1] + (
+        pytest.approx(moved[1], rel=1e-4),)

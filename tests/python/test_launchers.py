@@ -1,8 +1,8 @@
 """Scripts every rank runs, the aggregator serving in strata.init():
 examples/torch/fashion_mnist.py under torchrun (with the Python 3.11
 workaround: --redirects 1 --tee 1 --log_dir) and fedavg, briefly (rounds of
-two steps, so that worker 0 evaluates after the first whatever the load;
-each worker records its local steps per round); and
+two steps, so that the slowest worker evaluates after the first whatever
+the load; each worker records its local steps per round); and
 jobs/launch.py under mpirun, where every worker must end with the same
 parameters. (strata-run runs the jobs of test_training.py, with --spmd, and
 test_failures.py, without.)"""
