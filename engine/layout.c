@@ -79,7 +79,8 @@ uint64_t eng_layout_auto_partition(const eng_tensor_desc_t *tensors,
                                    uint32_t ntensors, uint32_t nshards,
                                    bool spans_hosts)
 {
-    uint64_t model = 0, parts = 2 * (uint64_t)(nshards ? nshards : 1);
+    uint64_t per_shard = spans_hosts ? ENG_PARTITION_AUTO_PARTS_HOSTS : 2;
+    uint64_t model = 0, parts = per_shard * (nshards ? nshards : 1);
     uint64_t min =
         spans_hosts ? ENG_PARTITION_AUTO_MIN : ENG_PARTITION_AUTO_MIN_HOST;
     uint64_t max =

@@ -120,6 +120,14 @@ uint64_t eng_layout_hash(const eng_tensor_desc_t *tensors, uint32_t ntensors,
  * pushes better (1 MiB beat 2-4 MiB from 4 to 16 MiB at 1 Gbit/s;
  * docs/engine.md). */
 #define ENG_PARTITION_AUTO_MAX_HOSTS (1u << 20)
+/* Partitions per shard when the job spans hosts. A link carries a shard's
+ * model writes while its pushes still arrive, all but the last partition's:
+ * that one goes out after the last push landed, so a round takes at least
+ * (1 + 1 / parts) times what its busiest link must carry. At 4 MiB on one
+ * aggregator the former two per shard (1 MiB, the ceiling: four) kept a
+ * round at 0.73 of the link bound at 1 Gbit/s; sixteen leave 6 %
+ * (docs/engine.md). */
+#define ENG_PARTITION_AUTO_PARTS_HOSTS 16u
 /* The floor when the job runs on one host: there a push lands as it is
  * posted (a copy), so splitting overlaps no arrival with a reduction, and
  * every partition costs a message, an arrival and a wake-up per worker on
@@ -130,11 +138,12 @@ uint64_t eng_layout_hash(const eng_tensor_desc_t *tensors, uint32_t ntensors,
 #define ENG_PARTITION_AUTO_MIN_HOST (1u << 20)
 
 /* The partition size for the tensors on nshards shards when none is set:
- * the model cut in 2 * nshards, so that every shard holds two partitions and
- * reduces the first while the second arrives, rounded up to 64 bytes (whole
- * elements of every dtype, whole cache lines) and kept within
- * [ENG_PARTITION_AUTO_MIN_HOST, ENG_PARTITION_AUTO_MAX] on one host, within
- * [ENG_PARTITION_AUTO_MIN, ENG_PARTITION_AUTO_MAX_HOSTS] when the job spans
+ * the model cut in 2 * nshards on one host, so that every shard holds two
+ * partitions and reduces the first while the second arrives, and in
+ * ENG_PARTITION_AUTO_PARTS_HOSTS * nshards when the job spans hosts; rounded
+ * up to 64 bytes (whole elements of every dtype, whole cache lines) and kept
+ * within [ENG_PARTITION_AUTO_MIN_HOST, ENG_PARTITION_AUTO_MAX] on one host,
+ * within [ENG_PARTITION_AUTO_MIN, ENG_PARTITION_AUTO_MAX_HOSTS] across
  * hosts. */
 uint64_t eng_layout_auto_partition(const eng_tensor_desc_t *tensors,
                                    uint32_t ntensors, uint32_t nshards,

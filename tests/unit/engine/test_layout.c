@@ -325,9 +325,9 @@ static void shards_held_round_robin(void **state)
     eng_layout_free(l);
 }
 
-/* The engine's partition size: the model in 2 per shard, whole cache lines,
- * within [1M, 4M] on one host, [64K, 1M] across hosts; between the bounds
- * every shard holds two partitions. */
+/* The engine's partition size: the model in 2 per shard on one host, 16
+ * across hosts, whole cache lines, within [1M, 4M] on one host, [64K, 1M]
+ * across hosts; between the bounds every shard holds that many partitions. */
 static void auto_partition_follows_model_and_shards(void **state)
 {
     (void)state;
@@ -344,9 +344,10 @@ static void auto_partition_follows_model_and_shards(void **state)
                                      : ENG_PARTITION_AUTO_MIN_HOST;
                 uint64_t max = hosts ? ENG_PARTITION_AUTO_MAX_HOSTS
                                      : ENG_PARTITION_AUTO_MAX;
+                uint32_t per = hosts ? 16 : 2;
                 eng_tensor_desc_t t = desc("w", STRATA_FP32, models[m] / 4);
                 uint64_t p = eng_layout_auto_partition(&t, 1, s, hosts);
-                uint64_t share = (models[m] + 2 * s - 1) / (2 * s);
+                uint64_t share = (models[m] + per * s - 1) / (per * s);
                 assert_true(p % 64 == 0);
                 if (share <= min)
                     assert_int_equal(p, min);
@@ -359,15 +360,15 @@ static void auto_partition_follows_model_and_shards(void **state)
                 eng_layout_t *l;
                 assert_int_equal(eng_layout_build(&t, 1, p, s, &l), STRATA_OK);
                 for (uint32_t a = 0; a < s; a++)
-                    assert_int_equal(l->shard_nparts[a], 2);
+                    assert_int_equal(l->shard_nparts[a], per);
                 eng_layout_free(l);
             }
     /* 1 MiB on 2 shards: one partition on one host, where a push lands at
-     * once and every partition costs wake-ups on the shared cores; 256 KiB
-     * partitions across hosts (docs/engine.md). */
+     * once and every partition costs wake-ups on the shared cores; the
+     * 64 KiB floor across hosts (docs/engine.md). */
     eng_tensor_desc_t t = desc("w", STRATA_FP32, 1 << 18);
     assert_int_equal(eng_layout_auto_partition(&t, 1, 2, false), 1 * mib);
-    assert_int_equal(eng_layout_auto_partition(&t, 1, 2, true), 256 * kib);
+    assert_int_equal(eng_layout_auto_partition(&t, 1, 2, true), 64 * kib);
     eng_layout_t *l;
     assert_int_equal(eng_layout_build(&t, 1, 1 * mib, 2, &l), STRATA_OK);
     assert_int_equal(l->nparts, 1);
@@ -376,11 +377,17 @@ static void auto_partition_follows_model_and_shards(void **state)
     t = desc("w", STRATA_FP32, 4 << 20);
     assert_int_equal(eng_layout_auto_partition(&t, 1, 1, false), 4 * mib);
     assert_int_equal(eng_layout_auto_partition(&t, 1, 1, true), 1 * mib);
+    /* 4 MiB on one shard across hosts: sixteen of 256 KiB, so that the last
+     * one's model writes, which nothing overlaps, are a sixteenth of what
+     * the shard's link carries (four of 1 MiB kept a round at 0.73 of the
+     * link bound). */
+    t = desc("w", STRATA_FP32, 1 << 20);
+    assert_int_equal(eng_layout_auto_partition(&t, 1, 1, true), 256 * kib);
     /* The model is every tensor, of every dtype. */
     eng_tensor_desc_t mixed[] = {desc("a", STRATA_FP32, 1 << 18),
                                  desc("b", STRATA_FP16, 1 << 19),
                                  desc("c", STRATA_FP64, 1 << 17)};
-    assert_int_equal(eng_layout_auto_partition(mixed, 3, 2, true), 768 * kib);
+    assert_int_equal(eng_layout_auto_partition(mixed, 3, 2, true), 96 * kib);
     assert_int_equal(eng_layout_auto_partition(mixed, 3, 1, false), 1536 * kib);
 }
 

@@ -577,7 +577,7 @@ static void register_big(int r)
 
 /* Whether the job spans hosts is the coordinator's to say, from every
  * rank's host identity, and the partition size the engine picks follows it
- * on every rank: 1 MiB partitions across hosts (where each worker alone
+ * on every rank: 256 KiB partitions across hosts (where each worker alone
  * would see only the aggregators' hosts, and two workers would disagree).
  * STRATA_PARTITION_BYTES still decides when set. */
 static void partition_size_follows_hosts(void **state)
@@ -591,7 +591,7 @@ static void partition_size_follows_hosts(void **state)
         bool spans;
         uint64_t want;
     } runs[] = {{one_host, picked, false, 2u << 20},
-                {worker_apart, picked, true, ENG_PARTITION_AUTO_MAX_HOSTS},
+                {worker_apart, picked, true, 256u << 10},
                 {worker_apart, NULL, true, 4096}};
     for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
         job_start_on(3, 1, runs[i].extra, runs[i].hosts);
