@@ -9,16 +9,25 @@ import sys
 
 
 def rate_bps(rate):
-    # 1gbit, or 1gbit-stage0 (--stage-model 1,0)
-    m = re.fullmatch(r"(\d+)([kmg]?)bit(-stage\d)?", shaped(rate))
+    # 1gbit, or 1gbit-coloc-stage0 (--colocate 1, --stage-model 1,0)
+    m = re.fullmatch(r"(\d+)([kmg]?)bit", shaped(rate))
     if not m:
         return None
     return int(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)]
 
 
 def shaped(rate):
-    # the rate a run's links had: 1gbit-stage0 ran at 1gbit
-    return re.sub(r"-stage\d$", "", rate)
+    # the rate a run's links had: 1gbit-coloc-stage0 ran at 1gbit
+    return re.sub(r"(-coloc)?(-stage\d)?$", "", rate)
+
+
+def busiest_bytes(rate, workers, s, nbytes):
+    """What the busiest link carries in one direction per round."""
+    if "-coloc" in rate:
+        # a host with an aggregator sends its worker's pushes to the S - 1
+        # others and its aggregator's models to the W - 1 other workers
+        return max(s + workers - 2, s) / s * nbytes
+    return max(workers / s, 1) * nbytes
 
 
 def main(out, workers):
@@ -52,7 +61,7 @@ def main(out, workers):
         st = statistics.median(r["strata"])
         mpi = statistics.median(r["mpi"]) if r["mpi"] else None
         bps = rate_bps(rate)
-        busiest = max(workers / s, 1) * nbytes * 8  # bits
+        busiest = busiest_bytes(rate, workers, s, nbytes) * 8  # bits
         bound = busiest / bps * 1e6 if bps else None
         pbps = path_bps.get(shaped(rate))
         path = busiest / pbps * 1e6 if pbps else None
