@@ -267,18 +267,22 @@ static strata_status_t eng_post_notice(strata_ctx_t *ctx, eng_link_t *l,
     return st;
 }
 
-/* Pushes of partitions up to this size that follow each other in a link's
- * queue (one clock, consecutive held indices, copied) go as one run: their
- * writes, then one immediate for all (each write and immediate a message,
- * a completion and maybe a wake-up on the aggregator). */
-#define ENG_FUSE_BYTES (64u << 10)
+/* Pushes of partitions below the size the engine cuts a model into at
+ * least (ENG_PARTITION_AUTO_MIN: below it a message's fixed cost outweighs
+ * what splitting overlaps) that follow each other in a link's queue (one
+ * clock, consecutive held indices, copied) go as one run: their writes,
+ * then one immediate for all (each write and immediate a message, a
+ * completion and maybe a wake-up on the aggregator). Partitions of the
+ * engine's own size keep their immediates: across hosts the aggregator
+ * reduces and serves each while the next ones arrive. */
 
 static bool eng_fusable(const strata_ctx_t *ctx, const eng_link_t *l,
                         const eng_post_t *e)
 {
     const eng_partition_t *part = &ctx->worker->layout->parts[e->part];
     return e->kind == ENG_OP_GRAD && !eng_post_in_place(ctx, l, e) &&
-           part->bytes <= ENG_FUSE_BYTES && eng_link_slots(l, part)->len != 0;
+           part->bytes < ENG_PARTITION_AUTO_MIN &&
+           eng_link_slots(l, part)->len != 0;
 }
 
 /* The head of the queue starts a run (fuse_*) when the entries after it
