@@ -112,7 +112,7 @@ void eng_coord_tell_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg, const char *what);
 /* A lost aggregator's shard taken over from clock `from` on: each
  * worker's resume clock in at[] (the policy's, eng_coord_policy_t
  * takeover), the least and the latest of the live workers'; false: not
- * now (a regroup under way). */
+ * yet (a regroup under way ends first). */
 bool eng_coord_resume_clocks(strata_ctx_t *ctx, int64_t from, int64_t *at,
                              int64_t *lo_out, int64_t *hi_out);
 
@@ -144,6 +144,10 @@ static inline int eng_coord_naggs(const strata_ctx_t *ctx)
 {
     return ctx->naggs - (ctx->coord->taken >= 0);
 }
+/* The rebuilt shard goes to its taker once every worker still in the job
+ * said LOST of its aggregator, and no regroup is under way (TAKEOVER);
+ * else later (asked again on each of those). */
+void eng_coord_takeover_try(strata_ctx_t *ctx);
 /* Every beat: a rebuild past its deadline fails the job. */
 void eng_coord_protect_check(strata_ctx_t *ctx);
 
@@ -198,8 +202,9 @@ struct eng_coord_policy {
     /* A lost aggregator's shard is taken over from clock `from` on (no
      * earlier than any live worker's first clock without it): each
      * worker's own resume clock (room for every worker), as the taker
-     * finds it (eng_members_resume). STRATA_ERR_STATE: not now (logged by
-     * the caller). NULL: every worker resumes at `from`. */
+     * finds it (eng_members_resume). STRATA_ERR_AGAIN: not yet (the
+     * policy asks eng_coord_takeover_try again). NULL: every worker
+     * resumes at `from`. */
     strata_status_t (*takeover)(strata_ctx_t *ctx, int64_t from,
                                 int64_t *resume_out);
 };

@@ -35,8 +35,8 @@
  * geometry is one shard per aggregator). Under gssp each worker resumes
  * at a clock of its own (R or later: its group's members at one clock of
  * the group, eng_members_resume, which the taker computes alike from R);
- * no regroup starts while a loss is mended, and one under way at the
- * takeover fails the job (the lost aggregator never takes its plan).
+ * no regroup starts while a loss is mended, and one under way ends first,
+ * without the lost aggregator (coord_regroup.c).
  * bsp, ssp, asp and gssp only: under esync, fedavg or
  * STRATA_OPTIMIZER=sum, or when a rank failed for another reason
  * meanwhile, the job fails once the shard is rebuilt, saying why.
@@ -173,7 +173,7 @@ bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m, const char *msg)
         c->rebuild_start_ns + (uint64_t)ctx->timeout_ms * 500000u;
     snprintf(c->rebuild_why, sizeof(c->rebuild_why), "aggregator %s %s",
              eng_member_name(m), msg);
-    util_info("%s; its shard is rebuilt at clock %" PRId64
+    util_warn("%s; its shard is rebuilt at clock %" PRId64
               " by aggregator rank %d, which takes it over",
               c->rebuild_why, c->protected_clock, by);
     unsigned char buf[64];
@@ -186,8 +186,6 @@ bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m, const char *msg)
     eng_coord_protect_tell(ctx, &w, "REBUILD");
     return true;
 }
-
-static void eng_coord_takeover_try(strata_ctx_t *ctx);
 
 bool eng_coord_protect_hold(strata_ctx_t *ctx, eng_member_t *m,
                             strata_status_t st, const char *reason)
@@ -272,7 +270,7 @@ void eng_coord_on_rebuilt(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
  * every worker still in the job said how far it can push without it
  * (LOST): TAKEOVER to every rank in the job. A failure a takeover does
  * not mend, or a policy it is not built for, ends the job instead. */
-static void eng_coord_takeover_try(strata_ctx_t *ctx)
+void eng_coord_takeover_try(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;
     if (c->rebuild_lost < 0 || !c->rebuilt || eng_fatal(ctx))
@@ -309,12 +307,7 @@ static void eng_coord_takeover_try(strata_ctx_t *ctx)
         return;
     }
     if (!eng_coord_resume_clocks(ctx, resume, at, &lo, &hi)) {
-        eng_fail(ctx, STRATA_ERR_PEER,
-                 "%s; its shard was rebuilt at clock %" PRId64
-                 " by aggregator rank %d, but a regroup was under way (the "
-                 "lost aggregator never takes its plan): the job cannot go on",
-                 c->rebuild_why, c->protected_clock, c->rebuild_by);
-        util_free(at);
+        util_free(at); /* a regroup ends first: asked again then */
         return;
     }
     unsigned char buf[32];
@@ -338,12 +331,14 @@ static void eng_coord_takeover_try(strata_ctx_t *ctx)
                  " (its groups at their own clocks: the workers' from %" PRId64
                  " to %" PRId64 ")",
                  lo, hi);
-    util_info("%s; shard %d taken over by aggregator rank %d, resumed at "
+    util_warn("%s; shard %d taken over by aggregator rank %d, resumed at "
               "clock %" PRId64 " (protected at %" PRId64 ": clocks %" PRId64
               "..%" PRId64 " of it lost)%s, %.1f ms after the loss",
               c->rebuild_why, lost, c->rebuild_by, resume, c->protected_clock,
               c->protected_clock, resume - 1, each,
               (double)(util_now_ns() - c->rebuild_start_ns) / 1e6);
+    /* strata-run: the job goes on without it */
+    eng_launch_tell(&ctx->launch, "dropped %d", lost);
     c->taken = lost;
     c->rebuild_lost = -1;
     c->held_until_ns = 0;

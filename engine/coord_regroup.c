@@ -39,6 +39,7 @@ typedef struct eng_regroup {
     int64_t *frozen_at;     /* [workers]: FROZEN clock; ENG_RG_* above */
     uint32_t *target;       /* [workers]: group after the regroup */
     eng_move_t *moves;      /* [workers]: a regroup's segments */
+    bool *planned;          /* [aggregators]: PLANNED said */
     uint64_t rank_gen;      /* ranks last told */
     uint64_t eval_ns;       /* last evaluation */
     uint32_t gen, waiting;  /* the regroup under way; answers awaited */
@@ -63,7 +64,8 @@ static strata_status_t eng_coord_regroup_create(strata_ctx_t *ctx)
     rg->frozen_at = util_calloc(nw ? nw : 1, sizeof(*rg->frozen_at));
     rg->target = util_calloc(nw ? nw : 1, sizeof(*rg->target));
     rg->moves = util_calloc(nw ? nw : 1, sizeof(*rg->moves));
-    if (!rg->frozen_at || !rg->target || !rg->moves)
+    rg->planned = util_calloc((size_t)ctx->naggs, sizeof(*rg->planned));
+    if (!rg->frozen_at || !rg->target || !rg->moves || !rg->planned)
         return STRATA_ERR_NOMEM;
     return STRATA_OK;
 }
@@ -78,6 +80,7 @@ static void eng_coord_regroup_free(strata_ctx_t *ctx)
     util_free(rg->frozen_at);
     util_free(rg->target);
     util_free(rg->moves);
+    util_free(rg->planned);
     util_free(rg);
     ctx->coord->rg = NULL;
 }
@@ -93,12 +96,15 @@ static eng_member_t *eng_live_worker(strata_ctx_t *ctx, uint32_t w)
 
 /* A worker that finalizes closes its connection after its BYE, which may
  * still be on the way: losing it is no failure here (one lost without BYE
- * fails the job through its disconnect). */
+ * fails the job through its disconnect). Nor is an aggregator's under
+ * protection: its shard is taken over, or the job fails naming it. */
 static void eng_rg_send(strata_ctx_t *ctx, eng_member_t *m, eng_wbuf_t *msg)
 {
     strata_status_t st = eng_send(&m->peer, msg, NULL);
     if (st != STRATA_OK &&
-        !(st == STRATA_ERR_PEER && m->peer.rank >= ctx->naggs)) {
+        !(st == STRATA_ERR_PEER &&
+          (m->peer.rank >= ctx->naggs ||
+           eng_config_int(ctx->cfg, ENG_CFG_PROTECT_EVERY) > 0))) {
         eng_fail(ctx, st, "regrouping: cannot send to %s: %s",
                  eng_member_name(m), strata_strerror(st));
     }
@@ -172,6 +178,22 @@ static void eng_rg_go(strata_ctx_t *ctx)
     eng_rg_evaluate(ctx);
 }
 
+/* An aggregator in the job: not one lost, whose shard is (to be) taken
+ * over: it takes no plan, and the regroup goes on without it. */
+static bool eng_rg_agg_in(const strata_ctx_t *ctx, int a)
+{
+    return a != ctx->coord->taken && a != ctx->coord->rebuild_lost;
+}
+
+/* Aggregators in the job that have not said PLANNED yet. */
+static uint32_t eng_rg_unplanned(const strata_ctx_t *ctx)
+{
+    uint32_t n = 0;
+    for (int a = 0; a < ctx->naggs; a++)
+        n += eng_rg_agg_in(ctx, a) && !ctx->coord->rg->planned[a];
+    return n;
+}
+
 static void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m,
                                  eng_rbuf_t *r)
 {
@@ -183,17 +205,19 @@ static void eng_coord_on_planned(strata_ctx_t *ctx, eng_member_t *m,
                  eng_member_name(m));
         return;
     }
-    if (--rg->waiting == 0)
+    rg->planned[m->peer.rank] = true;
+    if (eng_rg_unplanned(ctx) == 0) {
         eng_rg_go(ctx);
+        eng_coord_takeover_try(ctx); /* one that waited for the regroup */
+    }
 }
 
 /* ---- 2. the plan ---- */
 
-/* Every aggregator in the job: not one whose shard was taken over. */
 static void eng_rg_send_aggs(strata_ctx_t *ctx, eng_wbuf_t *msg)
 {
     for (int a = 0; a < ctx->naggs; a++)
-        if (a != ctx->coord->taken)
+        if (eng_rg_agg_in(ctx, a))
             eng_rg_send(ctx, ctx->coord->by_rank[a], msg);
 }
 
@@ -242,7 +266,7 @@ static void eng_rg_frozen_all(strata_ctx_t *ctx)
     unsigned char buf[32];
     eng_wbuf_t msg;
     rg->phase = ENG_RG_PLANNING;
-    rg->waiting = (uint32_t)eng_coord_naggs(ctx);
+    memset(rg->planned, 0, sizeof(*rg->planned) * (size_t)ctx->naggs);
     eng_wbuf_init(&msg, buf, sizeof(buf), ENG_MSG_PLAN_END);
     eng_put_u32(&msg, rg->gen);
     eng_put_u32(&msg, nmoves);
@@ -391,15 +415,17 @@ static bool eng_coord_regroup_holds(strata_ctx_t *ctx)
     return rg && rg->phase != ENG_RG_IDLE;
 }
 
-/* A lost shard's resume clocks, on the segments the taker has too;
- * refused while a regroup's plan travels (the lost aggregator never
- * answers it). */
+/* A lost shard's resume clocks, on the segments the taker has too. A
+ * regroup under way ends first, without the lost aggregator's PLANNED
+ * (STRATA_ERR_AGAIN until then: eng_coord_on_planned asks again). */
 static strata_status_t
 eng_coord_regroup_takeover(strata_ctx_t *ctx, int64_t from, int64_t *resume_out)
 {
     eng_regroup_t *rg = ctx->coord->rg;
+    if (rg->phase == ENG_RG_PLANNING && eng_rg_unplanned(ctx) == 0)
+        eng_rg_go(ctx);
     if (rg->phase != ENG_RG_IDLE)
-        return STRATA_ERR_STATE;
+        return STRATA_ERR_AGAIN;
     eng_members_resume(rg->members, from, resume_out);
     return STRATA_OK;
 }

@@ -9,17 +9,7 @@ set -uo pipefail
 train=$1
 out=$(mktemp -d)
 trap 'kill -KILL $driver 2>/dev/null; rm -rf "$out"' EXIT
-fail() { echo "FAIL: $*" >&2; cat "$out/log" "$out/err" >&2; exit 1; }
-
-# within S CMD...: CMD must succeed within S seconds (a hang bound).
-within() {
-  local s=$1 t0=$SECONDS
-  shift
-  until "$@"; do
-    [ $((SECONDS - t0)) -lt "$s" ] || return 1
-    sleep 0.1
-  done
-}
+source "$(dirname "$0")/failures.sh"
 
 # seen WHAT N: the run printed N failure (or recovery) lines.
 seen() {
