@@ -239,6 +239,9 @@ static strata_status_t eng_takeover_parts(strata_ctx_t *ctx,
         st = eng_takeover_at(ctx, ap, resume);
         if (st != STRATA_OK)
             return st;
+        /* Whole: a thread reading metrics may look at it from now on. */
+        atomic_store_explicit(&a->nparts_shown, a->nparts,
+                              memory_order_release);
     }
     return STRATA_OK;
 }

@@ -388,7 +388,7 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
             st = eng_send_slots(ctx, a->links[w]);
     if (st != STRATA_OK)
         return st;
-    atomic_store(&a->parts_ready, true);
+    atomic_store_explicit(&a->nparts_shown, a->nparts, memory_order_release);
     eng_shard_say(ctx, bytes);
     return STRATA_OK;
 }
@@ -982,10 +982,11 @@ static void eng_agg_flush(strata_ctx_t *ctx)
 static int64_t eng_agg_group_clock(strata_ctx_t *ctx, uint32_t g)
 {
     eng_agg_t *a = ctx->agg;
-    if (!atomic_load(&a->parts_ready) || a->nparts == 0)
+    uint32_t n = atomic_load_explicit(&a->nparts_shown, memory_order_acquire);
+    if (n == 0)
         return 0;
     int64_t c = INT64_MAX;
-    for (uint32_t i = 0; i < a->nparts; i++)
+    for (uint32_t i = 0; i < n; i++)
         c = eng_min64(c, atomic_load_explicit(&a->parts[i].done[g],
                                               memory_order_relaxed));
     return c;
@@ -996,9 +997,8 @@ static void eng_agg_staleness(strata_ctx_t *ctx, uint64_t *hist,
 {
     eng_agg_t *a = ctx->agg;
     memset(hist, 0, nbuckets * sizeof(*hist));
-    if (!atomic_load(&a->parts_ready))
-        return;
-    for (uint32_t i = 0; i < a->nparts; i++) {
+    uint32_t n = atomic_load_explicit(&a->nparts_shown, memory_order_acquire);
+    for (uint32_t i = 0; i < n; i++) {
         eng_tracker_stats_t s;
         eng_tracker_stats(a->parts[i].tracker, &s);
         for (size_t b = 0; b < ENG_TRACKER_HIST_BUCKETS; b++)

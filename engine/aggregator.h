@@ -165,7 +165,11 @@ struct eng_agg {
     eng_lr_sched_t lrs;    /* strata_set_lr's announcements */
     eng_wlink_t **links;   /* [nworkers], after JOIN */
     eng_wlink_t *accepted; /* every connection, identified or not */
-    _Atomic bool parts_ready;
+    /* The partitions a thread reading metrics may look at (parts[0..n)):
+     * none until the commit, then the shard's; a takeover adds each once it
+     * is whole. Stored with release, loaded with acquire: the progress
+     * thread alone writes nparts and parts. */
+    _Atomic uint32_t nparts_shown;
     int njoined, ngone; /* gone: left or dropped */
     uint32_t ninit;
     eng_members_t *members;

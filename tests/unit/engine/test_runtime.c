@@ -7,6 +7,7 @@
  * written into the workers' buffers, a push held back by the staleness
  * bound, an arrival delivered twice, a worker or an aggregator lost in
  * the middle of a round, and connections that are no member of the job.
+ * One case adds a thread reading an aggregator's metrics meanwhile.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,8 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -1501,13 +1504,57 @@ static void expect_elem(int r, int t, int i, float shift)
                  (double)got, (double)(p0 - shift));
 }
 
+/* A thread reading a context's metrics until told to stop, as a program's
+ * monitoring thread may at any time (strata.h: strata_metrics and
+ * strata_group_clocks from any thread): ThreadSanitizer sees what it reads
+ * that the progress side changes without synchronisation. */
+typedef struct reader {
+    pthread_t thread;
+    strata_ctx_t *ctx;
+    atomic_bool stop;
+    atomic_ulong reads;
+} reader_t;
+
+static void *reader_main(void *arg)
+{
+    reader_t *rd = arg;
+    while (!atomic_load(&rd->stop)) {
+        strata_metrics_t m = STRATA_METRICS_INIT;
+        int64_t clocks[4];
+        size_t ng;
+        if (strata_metrics(rd->ctx, &m) != STRATA_OK ||
+            strata_group_clocks(rd->ctx, clocks, 4, &ng) != STRATA_OK)
+            break;
+        atomic_fetch_add(&rd->reads, 1);
+        sched_yield();
+    }
+    return NULL;
+}
+
+static void reader_start(reader_t *rd, strata_ctx_t *ctx)
+{
+    *rd = (reader_t){.ctx = ctx};
+    assert_int_equal(pthread_create(&rd->thread, NULL, reader_main, rd), 0);
+    /* reading before the loss, however the threads are scheduled */
+    uint64_t give_up = util_now_ns() + 10000000000ull;
+    while (atomic_load(&rd->reads) == 0 && util_now_ns() < give_up)
+        sched_yield();
+}
+
+static unsigned long reader_stop(reader_t *rd)
+{
+    atomic_store(&rd->stop, true);
+    assert_int_equal(pthread_join(rd->thread, NULL), 0);
+    return atomic_load(&rd->reads);
+}
+
 /* Three aggregators protect their shards every 2 clocks; aggregator rank 2
  * is lost after clock 5: its shard is rebuilt and taken over by rank 0
  * (the survivor with the fewest shards, then the lowest rank), the workers
  * train on, and the model is exact: every clock on the other shards; on
  * the lost one, the clocks before the protected clock P and from the
  * resume clock R on (sgd, lr 0.5 on the mean gradient: a by 1 per clock,
- * b by 1.5). */
+ * b by 1.5). A thread reads the taker's metrics all along. */
 static void aggregator_lost_shard_taken_over(void **state)
 {
     (void)state;
@@ -1522,9 +1569,12 @@ static void aggregator_lost_shard_taken_over(void **state)
     int64_t protected = job.ctx[0]->coord->protected_clock;
     assert_true(protected >= 2 && protected <= 6);
 
+    reader_t rd; /* the taker's partitions grow while it reads them */
+    reader_start(&rd, job.ctx[0]);
     rank_kill(2);
     for (; c < 12; c++)
         step_both(c);
+    assert_true(reader_stop(&rd) > 0);
     for (int r = 0; r < 5; r++)
         if (r != 2)
             assert_int_equal(eng_fatal(job.ctx[r]), STRATA_OK);
