@@ -177,6 +177,10 @@ struct strata_request {
     uint32_t ntensors;    /* PUSH: the tensors, in tensors[] */
     uint64_t pushed_ns;   /* PUSH: when the application pushed */
     uint32_t *tensors;
+    /* PUSH: handed over and not yet complete. The progress thread alone
+     * reads and writes it: it looks for open pushes over the whole pool,
+     * where the application may be filling a request meanwhile. */
+    bool pushing;
     bool abandoned; /* application thread: free it once done */
     strata_request_t *next_free;
 };

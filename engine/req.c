@@ -53,10 +53,9 @@ static eng_req_chunk_t *eng_req_chunk_next(eng_req_chunk_t *c)
     return atomic_load_explicit(&c->next, memory_order_acquire);
 }
 
-static bool eng_req_push_open(strata_request_t *req)
+static bool eng_req_push_open(const strata_request_t *req)
 {
-    return req->kind == ENG_REQ_PUSH && req->outstanding > 0 &&
-           !atomic_load(&req->done);
+    return req->pushing;
 }
 
 bool eng_req_push_pending(strata_ctx_t *ctx)
@@ -74,6 +73,7 @@ void eng_req_fail_pushes(strata_ctx_t *ctx, strata_status_t status)
         for (int i = 0; i < ENG_REQ_CHUNK; i++)
             if (eng_req_push_open(&c->reqs[i])) {
                 c->reqs[i].outstanding = 0;
+                c->reqs[i].pushing = false;
                 eng_req_complete(ctx, &c->reqs[i], status);
             }
 }

@@ -481,6 +481,7 @@ void eng_piece_done(strata_ctx_t *ctx, strata_request_t *req,
     if (status != STRATA_OK && req->status == STRATA_OK)
         req->status = status;
     if (req->outstanding > 0 && --req->outstanding == 0) {
+        req->pushing = false;
         if (req->status == STRATA_OK)
             atomic_fetch_add_explicit(&ctx->cnt.pushes, 1,
                                       memory_order_relaxed);
@@ -629,6 +630,7 @@ static strata_status_t eng_push(strata_ctx_t *ctx, strata_request_t *req)
         w->tensors[t].push_req[c & 1] = req;
         req->outstanding += lay->tensor_npieces[t];
     }
+    req->pushing = req->outstanding > 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t t = req->ntensors ? req->tensors[i] : i;
         uint32_t k0 = lay->tensor_first_piece[t];

@@ -1308,6 +1308,55 @@ static void aggregator_lost_mid_round(void **state)
     job_end();
 }
 
+/* The application thread taking a request, as strata_finalize or a push
+ * does, with nothing ordering it before the progress side's next turns:
+ * `taken` is relaxed, as no completion or command would be. */
+typedef struct taker {
+    strata_ctx_t *ctx;
+    strata_request_t *req;
+    atomic_bool taken;
+} taker_t;
+
+static void *taker_main(void *arg)
+{
+    taker_t *tk = arg;
+    tk->req = eng_req_get(tk->ctx, ENG_REQ_PUSH);
+    atomic_store_explicit(&tk->taken, true, memory_order_relaxed);
+    return NULL;
+}
+
+/* The job fails (an aggregator lost) just as the application takes a
+ * request for a push it has not handed over yet: failing the worker's
+ * pushes completes only those handed over, and reads nothing the
+ * application writes meanwhile (ThreadSanitizer saw the failure read the
+ * kind of a request strata_finalize was filling, in engine_protect). */
+static void job_fails_as_the_application_takes_a_request(void **state)
+{
+    (void)state;
+    job_start(3, 2, NULL);
+    job_commit();
+    strata_request_t *p0 = push(2), *q1 = pull(2, 1);
+    pump();
+    assert_int_equal(wait_done(&p0), STRATA_OK);
+    assert_int_equal(wait_done(&q1), STRATA_OK);
+    taker_t tk = {.ctx = job.ctx[2]};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, taker_main, &tk), 0);
+    uint64_t give_up = util_now_ns() + 10000000000ull;
+    while (!atomic_load_explicit(&tk.taken, memory_order_relaxed) &&
+           util_now_ns() < give_up)
+        sched_yield();
+    rank_kill(1);
+    pump();
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_non_null(tk.req);
+    assert_int_equal(eng_fatal(job.ctx[2]), STRATA_ERR_PEER);
+    assert_int_equal(atomic_load(&tk.req->done), 0); /* never handed over */
+    eng_req_put(tk.req);
+    test_log_expect_n(2, "aggregator rank 1");
+    job_end();
+}
+
 /* A message from a fake peer, handed to the handler of the worker's side. */
 static void worker_takes(strata_ctx_t *ctx, eng_peer_t *from,
                          const eng_wbuf_t *m)
@@ -1734,6 +1783,9 @@ int main(void)
             test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(staged_fp16_model_with_momentum,
                                         test_log_setup, test_log_teardown),
+        cmocka_unit_test_setup_teardown(
+            job_fails_as_the_application_takes_a_request, test_log_setup,
+            test_log_teardown),
         cmocka_unit_test_setup_teardown(aggregator_lost_mid_round,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(worker_outlives_a_lost_aggregator,
