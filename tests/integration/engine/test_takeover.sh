@@ -21,8 +21,11 @@ case $POLICY in
 ssp) taken 3 3 1 STRATA_POLICY=ssp STRATA_STALENESS=2 -- --check stale --staleness 2 ;;
 asp) taken 3 3 1 STRATA_POLICY=asp -- --check stale --staleness inf ;;
 gssp)
-  taken 3 3 1 STRATA_POLICY=gssp STRATA_GROUPING=manual:0,0,1 -- \
-    --check stale --staleness inf
+  # The groups' clocks run apart, at most 4 (the inter-group bound): with
+  # none, the lone worker of group 1 could end its 400 steps before the
+  # first protected clock was agreed and the kill came (seen at load 35).
+  taken 3 3 1 STRATA_POLICY=gssp STRATA_GROUPING=manual:0,0,1 \
+    STRATA_INTER_STALENESS=4 -- --check stale --staleness 4
   ;;
 *) fail "no takeover case for policy '$POLICY'" ;;
 esac
