@@ -390,6 +390,8 @@ static void eng_protect_rebuilt(strata_ctx_t *ctx, uint32_t lost, int64_t clock,
     eng_put_u8(&w, why[0] == '\0');
     eng_put_u64(&w, bytes);
     eng_put_str(&w, why);
+    if (why[0] == '\0')
+        eng_metrics_stamp(&ctx->cnt.tk_rebuilt_ns);
     if (eng_send(&ctx->coord_peer, &w, NULL) != STRATA_OK)
         util_debug("cannot say REBUILT of shard %u", lost);
 }
@@ -545,6 +547,8 @@ static strata_status_t eng_protect_on_protect(strata_ctx_t *ctx, eng_rbuf_t *r)
         pr->snap = t;
         pr->kept_clock = agreed;
     }
+    if (agreed > 0)
+        eng_metrics_protected(ctx, agreed);
     for (uint32_t j = 0; j < pr->geo.m; j++) {
         eng_held_t *h = &pr->held[j];
         if (agreed > 0 && h->sealed.clock == agreed) {

@@ -255,6 +255,7 @@ strata_status_t eng_agg_takeover_msg(strata_ctx_t *ctx, eng_rbuf_t *r)
         taker >= (uint32_t)ctx->naggs || lost == taker || lost == a->shard ||
         clock < 1 || resume < clock || !a->prot)
         return STRATA_ERR_PROTO;
+    eng_metrics_takeover(ctx, lost, taker, clock, resume);
     uint32_t region;
     strata_status_t st = eng_layout_move(a->layout, lost, taker, &region);
     if (st != STRATA_OK)
@@ -310,6 +311,7 @@ strata_status_t eng_agg_takeover_msg(strata_ctx_t *ctx, eng_rbuf_t *r)
     a->taken_resume = resume;
     a->taken_ns = util_now_ns();
     a->taken_left = a->nparts - nparts0;
+    eng_metrics_stamp(&ctx->cnt.tk_installed_ns);
     util_info("shard %u: took shard %u over: %u partitions, %" PRIu64
               " bytes, the model of clock %" PRId64 " (or later, under gssp "
               "after a regroup) from its snapshot of clock %" PRId64
@@ -337,6 +339,7 @@ void eng_agg_takeover_applied(strata_ctx_t *ctx, eng_apart_t *ap, int64_t clock)
     ap->fresh = false;
     if (--a->taken_left > 0)
         return;
+    eng_metrics_stamp(&ctx->cnt.tk_resumed_ns);
     util_info("shard %u: the first clock of the shard taken over (%" PRId64
               ") applied, %.1f ms after TAKEOVER",
               a->shard, clock, (double)(util_now_ns() - a->taken_ns) / 1e6);

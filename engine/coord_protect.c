@@ -127,6 +127,7 @@ void eng_coord_on_protected(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     else
         util_debug("every shard protected at clock %" PRId64, clock);
     c->protected_clock = clock;
+    eng_metrics_protected(ctx, clock);
     eng_coord_protect_name(ctx, c->prot_reached);
 }
 
@@ -169,6 +170,7 @@ bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m, const char *msg)
     c->rebuild_by = by;
     c->rebuilt = false;
     c->rebuild_start_ns = util_now_ns();
+    eng_metrics_stamp(&ctx->cnt.tk_loss_ns);
     c->rebuild_deadline_ns =
         c->rebuild_start_ns + (uint64_t)ctx->timeout_ms * 500000u;
     snprintf(c->rebuild_why, sizeof(c->rebuild_why), "aggregator %s %s",
@@ -263,6 +265,7 @@ void eng_coord_on_rebuilt(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
               "in %.1f ms: %" PRIu64 " bytes, its CRC32C matches",
               lost, clock, m->peer.rank, ms, bytes);
     c->rebuilt = true;
+    eng_metrics_stamp(&ctx->cnt.tk_rebuilt_ns);
     eng_coord_takeover_try(ctx);
 }
 
@@ -331,6 +334,8 @@ void eng_coord_takeover_try(strata_ctx_t *ctx)
                  " (its groups at their own clocks: the workers' from %" PRId64
                  " to %" PRId64 ")",
                  lo, hi);
+    eng_metrics_takeover(ctx, (uint32_t)lost, (uint32_t)c->rebuild_by,
+                         c->protected_clock, resume);
     util_warn("%s; shard %d taken over by aggregator rank %d, resumed at "
               "clock %" PRId64 " (protected at %" PRId64 ": clocks %" PRId64
               "..%" PRId64 " of it lost)%s, %.1f ms after the loss",

@@ -207,6 +207,12 @@ typedef struct eng_counters {
     _Atomic uint64_t pull_raised_ns; /* when the pull gate last rose */
     _Atomic uint64_t in_place_pushes, in_place_bytes;
     _Atomic uint64_t push_imms; /* aggregator: immediates pushes ended with */
+    /* shard protection and a takeover (strata_metrics_t's takeover_*) */
+    _Atomic int64_t protected_clock;
+    _Atomic uint64_t takeovers;
+    _Atomic int64_t tk_lost, tk_taker, tk_protected, tk_resume;
+    _Atomic uint64_t tk_loss_ns, tk_rebuilt_ns, tk_told_ns, tk_installed_ns,
+        tk_resumed_ns;
 } eng_counters_t;
 
 struct strata_ctx {
@@ -561,5 +567,17 @@ void eng_agg_free(strata_ctx_t *ctx);
 void eng_metrics_read(strata_ctx_t *ctx, strata_metrics_t *m);
 /* This rank's metrics as one JSON object; 0 if it does not fit. */
 size_t eng_metrics_json(strata_ctx_t *ctx, char *buf, size_t cap);
+/* The moment of a stage of a takeover (one of ctx->cnt.tk_*_ns), the first
+ * time this rank sees it: the coordinator's rank sees some stages twice. */
+void eng_metrics_stamp(_Atomic uint64_t *at);
+/* Every shard protected at `clock`. */
+void eng_metrics_protected(strata_ctx_t *ctx, int64_t clock);
+/* TAKEOVER: shard `lost` taken over by `taker`, protected at P, resumed
+ * at R (stamps tk_told_ns). */
+void eng_metrics_takeover(strata_ctx_t *ctx, uint32_t lost, uint32_t taker,
+                          int64_t P, int64_t R);
+/* A worker's whole model reached `clock`: the first one at or past a
+ * takeover's R stamps tk_resumed_ns. */
+void eng_metrics_pulled(strata_ctx_t *ctx, int64_t clock);
 
 #endif /* STRATA_ENGINE_ENGINE_H */

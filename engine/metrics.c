@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
+#include "util/clock.h"
 
 static uint64_t eng_ld(_Atomic uint64_t *v)
 {
@@ -33,7 +34,26 @@ void eng_metrics_read(strata_ctx_t *ctx, strata_metrics_t *m)
         .serve_ns = eng_ld(&c->serve_ns),
         .in_place_pushes = eng_ld(&c->in_place_pushes),
         .in_place_bytes = eng_ld(&c->in_place_bytes),
+        .protected_clock =
+            atomic_load_explicit(&c->protected_clock, memory_order_relaxed),
+        .takeovers = eng_ld(&c->takeovers),
+        .takeover_lost_rank = -1,
+        .takeover_taker_rank = -1,
+        .takeover_loss_ns = eng_ld(&c->tk_loss_ns),
+        .takeover_rebuilt_ns = eng_ld(&c->tk_rebuilt_ns),
+        .takeover_told_ns = eng_ld(&c->tk_told_ns),
+        .takeover_installed_ns = eng_ld(&c->tk_installed_ns),
+        .takeover_resumed_ns = eng_ld(&c->tk_resumed_ns),
     };
+    /* The takeover's words, written before its count (release). */
+    if (atomic_load_explicit(&c->takeovers, memory_order_acquire)) {
+        m->takeover_lost_rank = atomic_load(&c->tk_lost);
+        m->takeover_taker_rank = atomic_load(&c->tk_taker);
+        m->takeover_protected_clock = atomic_load(&c->tk_protected);
+        m->takeover_resume_clock = atomic_load(&c->tk_resume);
+        m->takeover_lost_clocks =
+            m->takeover_resume_clock - m->takeover_protected_clock;
+    }
     const eng_role_ops_t *role = ctx->role_ops;
     if (role->group_clock) { /* an aggregator: the least of its groups' */
         m->clock = INT64_MAX;
@@ -44,6 +64,45 @@ void eng_metrics_read(strata_ctx_t *ctx, strata_metrics_t *m)
     }
     if (role->staleness)
         role->staleness(ctx, m->staleness, STRATA_STALENESS_BUCKETS);
+}
+
+void eng_metrics_stamp(_Atomic uint64_t *at)
+{
+    uint64_t none = 0;
+    atomic_compare_exchange_strong_explicit(
+        at, &none, util_now_ns(), memory_order_relaxed, memory_order_relaxed);
+}
+
+void eng_metrics_protected(strata_ctx_t *ctx, int64_t clock)
+{
+    atomic_store_explicit(&ctx->cnt.protected_clock, clock,
+                          memory_order_relaxed);
+}
+
+void eng_metrics_takeover(strata_ctx_t *ctx, uint32_t lost, uint32_t taker,
+                          int64_t P, int64_t R)
+{
+    eng_counters_t *c = &ctx->cnt;
+    eng_metrics_stamp(&c->tk_told_ns);
+    if (atomic_load_explicit(&c->takeovers, memory_order_relaxed)) {
+        if (atomic_load(&c->tk_lost) !=
+            (int64_t)lost) /* another: counted only */
+            atomic_fetch_add_explicit(&c->takeovers, 1, memory_order_relaxed);
+        return; /* or the coordinator's rank: said, then told */
+    }
+    atomic_store(&c->tk_lost, lost);
+    atomic_store(&c->tk_taker, taker);
+    atomic_store(&c->tk_protected, P);
+    atomic_store(&c->tk_resume, R);
+    atomic_store_explicit(&c->takeovers, 1, memory_order_release);
+}
+
+void eng_metrics_pulled(strata_ctx_t *ctx, int64_t clock)
+{
+    eng_counters_t *c = &ctx->cnt;
+    if (atomic_load_explicit(&c->takeovers, memory_order_relaxed) &&
+        clock >= atomic_load_explicit(&c->tk_resume, memory_order_relaxed))
+        eng_metrics_stamp(&c->tk_resumed_ns);
 }
 
 /* Appends to buf; counts what would have been written even past cap. */
@@ -101,6 +160,20 @@ size_t eng_metrics_json(strata_ctx_t *ctx, char *buf, size_t cap)
                         (unsigned long long)m.staleness[b]);
         eng_jprintf(&j, "]");
     }
+    if (m.protected_clock)
+        eng_jprintf(&j, ", \"protected_clock\": %lld",
+                    (long long)m.protected_clock);
+    if (m.takeovers)
+        eng_jprintf(&j,
+                    ", \"takeover\": {\"count\": %llu, \"lost_rank\": %lld, "
+                    "\"taker_rank\": %lld, \"protected_clock\": %lld, "
+                    "\"resume_clock\": %lld, \"lost_clocks\": %lld}",
+                    (unsigned long long)m.takeovers,
+                    (long long)m.takeover_lost_rank,
+                    (long long)m.takeover_taker_rank,
+                    (long long)m.takeover_protected_clock,
+                    (long long)m.takeover_resume_clock,
+                    (long long)m.takeover_lost_clocks);
     const char *report =
         atomic_load_explicit(&ctx->report, memory_order_acquire);
     if (report)

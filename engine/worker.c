@@ -796,6 +796,7 @@ static void eng_pulled(strata_ctx_t *ctx, uint32_t p, int64_t clock)
     for (uint32_t i = 0; i < w->layout->nparts; i++)
         w->at_min += w->pulled[i] == min;
     w->pull_min = min;
+    eng_metrics_pulled(ctx, min);
     if (eng_worker_policy(ctx)->landed)
         eng_worker_policy(ctx)->landed(ctx, min);
     atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);

@@ -82,6 +82,7 @@ void eng_link_lose(strata_ctx_t *ctx, eng_link_t *l)
     if (l->lost)
         return;
     l->lost = true;
+    eng_metrics_stamp(&ctx->cnt.tk_loss_ns);
     if (!l->broken) {
         l->broken = true;
         w->nbroken++;
@@ -278,6 +279,7 @@ void eng_worker_on_takeover(strata_ctx_t *ctx, eng_rbuf_t *r)
                       lost, taker, P, R);
         return;
     }
+    eng_metrics_takeover(ctx, lost, taker, P, R);
     strata_status_t st = eng_move_shard(ctx, lost, lt, R);
     if (st != STRATA_OK) {
         eng_fail(ctx, st, "cannot take shard %u over by aggregator rank %u: %s",

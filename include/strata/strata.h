@@ -342,6 +342,30 @@ typedef struct strata_metrics {
      * place, and their bytes, none of them copied; aggregator: the same,
      * of every worker. */
     uint64_t in_place_pushes, in_place_bytes;
+    /* Shard protection (STRATA_PROTECT_EVERY). Aggregator: the latest clock
+     * every shard is protected at (0: none yet). */
+    int64_t protected_clock;
+    /* Takeovers of a lost aggregator's shard by a survivor this rank was
+     * told of, and the first one's words (the ranks -1 before): the lost
+     * aggregator's rank, the taker's, the protected clock P the shard was
+     * rebuilt at and the clock R it resumed at (a worker's own: under
+     * gssp each group resumes at a clock of its own). The shard's updates
+     * of clocks P..R-1 are lost (lost_clocks = R - P); no other shard's. */
+    uint64_t takeovers;
+    int64_t takeover_lost_rank, takeover_taker_rank;
+    int64_t takeover_protected_clock, takeover_resume_clock,
+        takeover_lost_clocks;
+    /* When this rank saw each stage of the first, CLOCK_MONOTONIC in ns (0: not
+     * seen; ranks on one host share the clock): the loss (coordinator:
+     * detected; worker: its link broke), the shard rebuilt (coordinator:
+     * told so; taker: decoded, its CRC32C checked), TAKEOVER (coordinator:
+     * sent; other ranks: received), the shard installed (taker: its model
+     * of R in place, every worker given its slots), and resumed (taker:
+     * clock R of the shard applied; worker: its whole model of clock R or
+     * later landed, the first round after the loss). The coordinator's
+     * rank keeps the earliest of what it saw as either. */
+    uint64_t takeover_loss_ns, takeover_rebuilt_ns, takeover_told_ns,
+        takeover_installed_ns, takeover_resumed_ns;
 } strata_metrics_t;
 
 #define STRATA_METRICS_INIT                                                    \

@@ -36,6 +36,18 @@ class Metrics(ctypes.Structure):
         ("serve_ns", ctypes.c_uint64),
         ("in_place_pushes", ctypes.c_uint64),
         ("in_place_bytes", ctypes.c_uint64),
+        ("protected_clock", ctypes.c_int64),
+        ("takeovers", ctypes.c_uint64),
+        ("takeover_lost_rank", ctypes.c_int64),
+        ("takeover_taker_rank", ctypes.c_int64),
+        ("takeover_protected_clock", ctypes.c_int64),
+        ("takeover_resume_clock", ctypes.c_int64),
+        ("takeover_lost_clocks", ctypes.c_int64),
+        ("takeover_loss_ns", ctypes.c_uint64),
+        ("takeover_rebuilt_ns", ctypes.c_uint64),
+        ("takeover_told_ns", ctypes.c_uint64),
+        ("takeover_installed_ns", ctypes.c_uint64),
+        ("takeover_resumed_ns", ctypes.c_uint64),
     ]
 
 

@@ -1597,6 +1597,41 @@ static unsigned long reader_stop(reader_t *rd)
     return atomic_load(&rd->reads);
 }
 
+/* The takeover of shard 2 by rank 0 at (P, R) in every survivor's
+ * metrics, and its stages in the order they happen. */
+static void takeover_metrics(int64_t P, int64_t R)
+{
+    for (int r = 0; r < 5; r++) {
+        if (r == 2)
+            continue;
+        strata_metrics_t m = STRATA_METRICS_INIT;
+        assert_int_equal(strata_metrics(job.ctx[r], &m), STRATA_OK);
+        assert_int_equal(m.takeovers, 1);
+        assert_int_equal(m.takeover_lost_rank, 2);
+        assert_int_equal(m.takeover_taker_rank, 0);
+        assert_int_equal(m.takeover_protected_clock, P);
+        assert_int_equal(m.takeover_resume_clock, R);
+        assert_int_equal(m.takeover_lost_clocks, R - P);
+        assert_true(m.takeover_told_ns > 0);
+        if (r >= 3) { /* workers: their link broke, then the model of R */
+            assert_int_equal(m.protected_clock, 0);
+            assert_true(m.takeover_loss_ns > 0 &&
+                        m.takeover_loss_ns <= m.takeover_told_ns);
+            assert_true(m.takeover_resumed_ns >= m.takeover_told_ns);
+        } else if (r == 0) { /* the coordinator, rebuilder and taker */
+            assert_true(m.protected_clock >= P);
+            assert_true(m.takeover_loss_ns > 0 &&
+                        m.takeover_loss_ns <= m.takeover_rebuilt_ns &&
+                        m.takeover_rebuilt_ns <= m.takeover_told_ns &&
+                        m.takeover_told_ns <= m.takeover_installed_ns &&
+                        m.takeover_installed_ns <= m.takeover_resumed_ns);
+        } else { /* a survivor that only moved the shard */
+            assert_true(m.protected_clock >= P);
+            assert_int_equal(m.takeover_installed_ns, 0);
+        }
+    }
+}
+
 /* Three aggregators protect their shards every 2 clocks; aggregator rank 2
  * is lost after clock 5: its shard is rebuilt and taken over by rank 0
  * (the survivor with the fewest shards, then the lowest rank), the workers
@@ -1617,6 +1652,13 @@ static void aggregator_lost_shard_taken_over(void **state)
         step_both(c);
     int64_t protected = job.ctx[0]->coord->protected_clock;
     assert_true(protected >= 2 && protected <= 6);
+    strata_metrics_t m0 = STRATA_METRICS_INIT, m3 = STRATA_METRICS_INIT;
+    assert_int_equal(strata_metrics(job.ctx[0], &m0), STRATA_OK);
+    assert_int_equal(strata_metrics(job.ctx[3], &m3), STRATA_OK);
+    assert_int_equal(m0.protected_clock, protected);
+    assert_int_equal(m3.takeovers, 0);
+    assert_int_equal(m3.takeover_lost_rank, -1);
+    assert_int_equal(m3.takeover_loss_ns, 0);
 
     reader_t rd; /* the taker's partitions grow while it reads them */
     reader_start(&rd, job.ctx[0]);
@@ -1651,6 +1693,7 @@ static void aggregator_lost_shard_taken_over(void **state)
         }
     }
     assert_true(moved > 0);
+    takeover_metrics(protected, resume);
     job_finalize_ranks(0x1f & ~(1u << 2));
 }
 
