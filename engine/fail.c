@@ -71,7 +71,8 @@ void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
         eng_fail_at(ctx, status, file, line, "%s", ctx->soon.msg);
         return;
     }
-    util_info("%s; asking the coordinator why the job failed", ctx->soon.msg);
+    util_info("%s; asking the coordinator whether the job goes on",
+              ctx->soon.msg);
     ctx->soon.status = status;
     ctx->soon.file = file;
     ctx->soon.line = line;

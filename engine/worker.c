@@ -1025,12 +1025,17 @@ static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
         eng_worker_acked(ctx, peer->owner); /* its LEFT will not come */
         return;
     }
-    if (ctx->worker->layout && eng_worker_outlives(ctx))
+    /* Whether a survivor takes its shard over the coordinator knows (a
+     * clock of it protected or not): the note of a job that ends names it. */
+    bool outlives = ctx->worker->layout && eng_worker_outlives(ctx);
+    if (outlives)
         eng_link_lose(ctx, peer->owner);
     eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s%s", eng_peer_name(peer),
                   status == STRATA_OK ? "it closed the connection"
                                       : strata_strerror(status),
-                  eng_protect_loss_note(ctx->cfg));
+                  outlives ? " (STRATA_PROTECT_EVERY: said LOST, its shard "
+                             "may be taken over by a survivor)"
+                           : eng_protect_loss_note(ctx->cfg));
 }
 
 void eng_worker_free(strata_ctx_t *ctx)
