@@ -326,6 +326,12 @@ static void eng_shard_say(strata_ctx_t *ctx, uint64_t bytes)
 {
     eng_agg_t *a = ctx->agg;
     const char *upd = a->upd.ops->name;
+    if (ctx->roster->spare[a->shard]) {
+        util_info("aggregator %u is a spare: it holds no shard until it "
+                  "takes over that of an aggregator lost (update %s)",
+                  a->shard, upd);
+        return;
+    }
     if (ctx->nshards == (uint32_t)ctx->naggs) {
         util_info("shard %u: %u partitions, %llu bytes, update %s", a->shard,
                   a->nparts, (unsigned long long)bytes, upd);
@@ -347,9 +353,9 @@ static strata_status_t eng_shard_setup(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
     /* the layout takes the descriptions received */
-    strata_status_t st =
-        eng_layout_adopt(a->lrx.tensors, a->lrx.ntensors,
-                         a->lrx.partition_bytes, ctx->nshards, &a->layout);
+    strata_status_t st = eng_layout_adopt(a->lrx.tensors, a->lrx.ntensors,
+                                          a->lrx.partition_bytes, ctx->nshards,
+                                          eng_spare_shards(ctx), &a->layout);
     a->lrx.tensors = NULL;
     atomic_store(&ctx->partition_bytes, a->lrx.partition_bytes);
     if (st == STRATA_OK)

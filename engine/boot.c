@@ -272,10 +272,12 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     ctx->roster = util_calloc(1, sizeof(*ctx->roster));
-    if (ctx->roster)
+    if (ctx->roster) {
         ctx->roster->aggs =
             util_calloc((size_t)ctx->naggs, sizeof(*ctx->roster->aggs));
-    if (!ctx->roster || !ctx->roster->aggs) {
+        ctx->roster->spare = util_calloc((size_t)ctx->naggs, sizeof(bool));
+    }
+    if (!ctx->roster || !ctx->roster->aggs || !ctx->roster->spare) {
         util_error("out of memory for the roster of %d aggregators",
                    ctx->naggs);
         return STRATA_ERR_NOMEM;
@@ -286,8 +288,10 @@ strata_status_t eng_boot_prepare(strata_ctx_t *ctx)
 
 void eng_boot_free(strata_ctx_t *ctx)
 {
-    if (ctx->roster)
+    if (ctx->roster) {
         util_free(ctx->roster->aggs);
+        util_free(ctx->roster->spare);
+    }
     util_free(ctx->roster);
     ctx->roster = NULL;
     if (ctx->rank == 0 && ctx->launch.coord_file[0])
@@ -449,6 +453,7 @@ static strata_status_t eng_send_hello(strata_ctx_t *ctx)
             eng_put_u8(&w, (uint8_t)i);
             eng_put_str(&w, tp_listener_addr(ctx->data_listener[i]));
         }
+    eng_put_u8(&w, eng_config_int(ctx->cfg, ENG_CFG_SPARE) != 0);
     return eng_send(&ctx->coord_peer, &w, NULL);
 }
 
@@ -490,7 +495,9 @@ static void eng_on_agg_info(strata_ctx_t *ctx, eng_rbuf_t *r)
         else
             r->bad = true;
     }
-    if (!eng_rbuf_ok(r) || rank < 0 || rank >= ro->naggs) {
+    unsigned spare = eng_get_u8(r);
+    info.spare = spare == 1;
+    if (!eng_rbuf_ok(r) || spare > 1 || rank < 0 || rank >= ro->naggs) {
         eng_fail(ctx, STRATA_ERR_PROTO,
                  "malformed AGG_INFO from the coordinator");
         return;
@@ -515,6 +522,10 @@ static void eng_on_welcome(strata_ctx_t *ctx, eng_rbuf_t *r)
     if (ctx->launch.local_rank < 0)
         atomic_store(&ctx->local_rank, local_rank);
     ctx->spans_hosts = spans;
+    eng_roster_t *ro = ctx->roster;
+    ro->nspares = 0;
+    for (int a = 0; a < ro->naggs; a++)
+        ro->nspares += ro->spare[a] = ro->aggs[a].spare;
     util_debug("welcomed: local rank %d, the job on %s", local_rank,
                spans ? "several hosts" : "one host");
     if (start > 0) { /* in the place of a worker the job dropped */

@@ -260,7 +260,9 @@ static bool eng_read_addrs(eng_member_t *m, eng_rbuf_t *r)
             return false;
         snprintf(m->info.addr[prov], sizeof(m->info.addr[prov]), "%s", addr);
     }
-    return eng_rbuf_ok(r);
+    unsigned spare = eng_get_u8(r);
+    m->info.spare = spare == 1;
+    return eng_rbuf_ok(r) && spare <= 1;
 }
 
 void eng_coord_send_roster(strata_ctx_t *ctx, eng_member_t *m, int64_t start)
@@ -282,6 +284,7 @@ void eng_coord_send_roster(strata_ctx_t *ctx, eng_member_t *m, int64_t start)
                 eng_put_u8(&w, (uint8_t)i);
                 eng_put_str(&w, info->addr[i]);
             }
+        eng_put_u8(&w, info->spare);
         eng_send(&m->peer, &w, NULL);
     }
     int local = 0;
@@ -309,6 +312,36 @@ void eng_coord_refuse(eng_member_t *m, util_log_level_t level, const char *why)
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_REFUSED);
     eng_put_str(&w, why);
     eng_send(&m->peer, &w, NULL); /* it closes the connection */
+}
+
+/* Spare aggregators (strata-agg --spare) leave at least one to hold the
+ * model, on shards of one per aggregator (protection's geometry). */
+static bool eng_coord_spares_fit(strata_ctx_t *ctx)
+{
+    int spares = 0;
+    for (int a = 0; a < ctx->naggs; a++)
+        spares += ctx->coord->by_rank[a]->info.spare;
+    if (spares == ctx->naggs) {
+        eng_fail(ctx, STRATA_ERR_CONFIG,
+                 "every one of the %d aggregators was started as a spare "
+                 "(strata-agg --spare, STRATA_SPARE): at least one must "
+                 "hold the model",
+                 ctx->naggs);
+        return false;
+    }
+    if (spares && ctx->nshards != (uint32_t)ctx->naggs) {
+        eng_fail(ctx, STRATA_ERR_CONFIG,
+                 "%d spare aggregators with STRATA_SHARDS=%u: a spare takes "
+                 "over the one shard of a lost aggregator (leave "
+                 "STRATA_SHARDS unset or at %d)",
+                 spares, ctx->nshards, ctx->naggs);
+        return false;
+    }
+    if (spares)
+        util_info("%d of the %d aggregators are spares: they hold no shard "
+                  "until they take over that of an aggregator lost",
+                  spares, ctx->naggs);
+    return true;
 }
 
 static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
@@ -359,7 +392,7 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     m->hello = true;
     if (!eng_check_settings(ctx, m, r))
         return;
-    if (!eng_read_addrs(m, r)) {
+    if (!eng_read_addrs(m, r) || (m->info.spare && rank >= ctx->naggs)) {
         eng_fail(ctx, STRATA_ERR_PROTO, "%s sent a malformed HELLO",
                  eng_member_name(m));
         return;
@@ -368,7 +401,7 @@ static void eng_on_hello(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     c->last_hello_ns = util_now_ns();
     util_debug("%s joined (%d of %d)", eng_member_name(m), c->nhello + 1,
                ctx->size);
-    if (++c->nhello < ctx->size)
+    if (++c->nhello < ctx->size || !eng_coord_spares_fit(ctx))
         return;
     /* A job-wide fact, fixed now: a worker that rejoins later, from
      * elsewhere, is told the same (the layout depends on it). */

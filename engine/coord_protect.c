@@ -158,7 +158,8 @@ bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m, const char *msg)
     for (int a = 0; a < ctx->naggs && a < AGG_EC_MAX_FRAGMENTS; a++) {
         const eng_member_t *o = c->by_rank[a];
         alive[a] = a != m->peer.rank && o->peer.up && !o->bye;
-        held[a] = 1; /* protection: one shard each until a takeover */
+        /* protection: one shard each until a takeover, none on a spare */
+        held[a] = !ctx->roster->spare[a];
     }
     int by = ctx->naggs <= AGG_EC_MAX_FRAGMENTS
                  ? eng_protect_taker(held, alive, (uint32_t)ctx->naggs)

@@ -97,7 +97,8 @@ void eng_coord_rejoin_hello(strata_ctx_t *ctx, eng_member_t *m, int rank,
         return;
     }
     unsigned naddrs = eng_get_u8(r); /* a worker listens nowhere */
-    if (!eng_rbuf_ok(r) || naddrs != 0) {
+    unsigned spare = eng_get_u8(r);  /* nor is it a spare */
+    if (!eng_rbuf_ok(r) || naddrs != 0 || spare != 0) {
         m->hello = false;
         eng_coord_refuse(m, UTIL_LOG_WARN, "it sent a malformed HELLO");
         return;

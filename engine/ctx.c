@@ -139,6 +139,29 @@ static strata_status_t eng_ctx_shards(strata_ctx_t *ctx)
     return STRATA_OK;
 }
 
+/* STRATA_SPARE (strata-agg --spare): an aggregator rank that waits for a
+ * shard to take over, which only protection makes possible. */
+static strata_status_t eng_ctx_spare(const strata_ctx_t *ctx)
+{
+    if (!eng_config_int(ctx->cfg, ENG_CFG_SPARE))
+        return STRATA_OK;
+    if (ctx->role != STRATA_ROLE_AGGREGATOR) {
+        util_error("STRATA_SPARE=1 (strata-agg --spare) on rank %d, a "
+                   "worker (ranks 0..%d aggregate): only an aggregator rank "
+                   "can be a spare",
+                   ctx->rank, ctx->naggs - 1);
+        return STRATA_ERR_CONFIG;
+    }
+    if (!eng_config_int(ctx->cfg, ENG_CFG_PROTECT_EVERY)) {
+        util_error("aggregator rank %d is a spare (strata-agg --spare, "
+                   "STRATA_SPARE=1) but STRATA_PROTECT_EVERY is 0: a spare "
+                   "takes over a lost shard rebuilt from its protection",
+                   ctx->rank);
+        return STRATA_ERR_CONFIG;
+    }
+    return STRATA_OK;
+}
+
 static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
 {
     strata_status_t st = eng_launch_detect(ctx->cfg, &ctx->launch);
@@ -155,6 +178,8 @@ static strata_status_t eng_ctx_roles(strata_ctx_t *ctx)
     ctx->role = agg ? STRATA_ROLE_AGGREGATOR : STRATA_ROLE_WORKER;
     ctx->worker_index = agg ? -1 : ctx->rank - ctx->naggs;
     st = eng_ctx_shards(ctx);
+    if (st == STRATA_OK)
+        st = eng_ctx_spare(ctx);
     if (st == STRATA_OK)
         st = eng_fd_budget(ctx);
     if (st == STRATA_OK)

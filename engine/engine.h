@@ -328,12 +328,26 @@ typedef struct eng_agg_info {
     int rank;
     char host_id[ENG_HOST_ID_MAX];
     char addr[ENG_NPROV][ENG_ADDR_MAX]; /* empty: not offered */
+    bool spare; /* strata-agg --spare: holds no shard until a takeover */
 } eng_agg_info_t;
 
 typedef struct eng_roster {
     int naggs, nreceived;
     eng_agg_info_t *aggs;
+    /* From WELCOME on: the spare aggregators, whose shards the layout gives
+     * no partition (a spare is refused unless shards are one per
+     * aggregator, so [naggs] is [nshards]). */
+    int nspares;
+    bool *spare; /* [naggs] */
 } eng_roster_t;
+
+/* The shards the layout gives no partition (eng_layout_adopt), or NULL. */
+static inline const bool *eng_spare_shards(const strata_ctx_t *ctx)
+{
+    return ctx->roster->nspares && ctx->nshards == (uint32_t)ctx->naggs
+               ? ctx->roster->spare
+               : NULL;
+}
 
 /* ---- ctx.c ---- */
 

@@ -139,8 +139,9 @@ static int eng_cmp_bytes_desc(const void *a, const void *b, void *parts)
 }
 
 /* Longest-processing-time-first: the biggest partitions first, each to the
- * shard with the fewest bytes so far (ties: the lowest shard). */
-static strata_status_t eng_layout_shard(eng_layout_t *l)
+ * shard with the fewest bytes so far (ties: the lowest shard) of those not
+ * spare. */
+static strata_status_t eng_layout_shard(eng_layout_t *l, const bool *spare)
 {
     uint32_t *order = util_malloc(sizeof(*order) * l->nparts);
     if (!order)
@@ -149,9 +150,11 @@ static strata_status_t eng_layout_shard(eng_layout_t *l)
         order[i] = i;
     qsort_r(order, l->nparts, sizeof(*order), eng_cmp_bytes_desc, l->parts);
     for (uint32_t i = 0; i < l->nparts; i++) {
-        uint32_t best = 0;
-        for (uint32_t s = 1; s < l->nshards; s++)
-            if (l->shard_bytes[s] < l->shard_bytes[best])
+        uint32_t best = UINT32_MAX;
+        for (uint32_t s = 0; s < l->nshards; s++)
+            if (!(spare && spare[s]) &&
+                (best == UINT32_MAX ||
+                 l->shard_bytes[s] < l->shard_bytes[best]))
                 best = s;
         l->parts[order[i]].shard = best;
         l->shard_bytes[best] += l->parts[order[i]].bytes;
@@ -180,12 +183,17 @@ static strata_status_t eng_layout_shard(eng_layout_t *l)
 
 strata_status_t eng_layout_adopt(eng_tensor_desc_t *tensors, uint32_t ntensors,
                                  uint64_t partition_bytes, uint32_t nshards,
-                                 eng_layout_t **layout_out)
+                                 const bool *spare, eng_layout_t **layout_out)
 {
-    if (ntensors == 0 || nshards == 0 || partition_bytes < 8) {
-        util_error("cannot lay out %u tensors on %u shards with partitions of "
-                   "%llu bytes",
-                   ntensors, nshards, (unsigned long long)partition_bytes);
+    uint32_t nspare = 0;
+    for (uint32_t s = 0; spare && s < nshards; s++)
+        nspare += spare[s];
+    if (ntensors == 0 || nshards == 0 || partition_bytes < 8 ||
+        nspare == nshards) {
+        util_error("cannot lay out %u tensors on %u shards (%u of them "
+                   "spare) with partitions of %llu bytes",
+                   ntensors, nshards, nspare,
+                   (unsigned long long)partition_bytes);
         util_free(tensors);
         return STRATA_ERR_INVALID;
     }
@@ -238,7 +246,7 @@ strata_status_t eng_layout_adopt(eng_tensor_desc_t *tensors, uint32_t ntensors,
     for (uint32_t k = 0; k < l->npieces; k++)
         if (l->tensor_npieces[l->pieces[k].tensor]++ == 0)
             l->tensor_first_piece[l->pieces[k].tensor] = k;
-    if (eng_layout_shard(l) != STRATA_OK ||
+    if (eng_layout_shard(l, spare) != STRATA_OK ||
         eng_layout_hold(l, nshards) != STRATA_OK)
         goto nomem;
     *layout_out = l;
@@ -260,7 +268,7 @@ strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
         return STRATA_ERR_NOMEM;
     }
     memcpy(copy, tensors, sizeof(*tensors) * ntensors);
-    return eng_layout_adopt(copy, ntensors, partition_bytes, nshards,
+    return eng_layout_adopt(copy, ntensors, partition_bytes, nshards, NULL,
                             layout_out);
 }
 

@@ -157,10 +157,13 @@ strata_status_t eng_layout_build(const eng_tensor_desc_t *tensors,
 
 /* eng_layout_build without the copy: the layout takes tensors (from
  * util_malloc), freed with it, or at once on an error. With 10^5 tensors a
- * copy of the descriptions is 27 MB of fresh pages. */
+ * copy of the descriptions is 27 MB of fresh pages. spare (NULL: none;
+ * else [nshards]) names the shards given no partition: those of spare
+ * aggregators, which hold none until they take a lost one over; not every
+ * shard may be spare. */
 strata_status_t eng_layout_adopt(eng_tensor_desc_t *tensors, uint32_t ntensors,
                                  uint64_t partition_bytes, uint32_t nshards,
-                                 eng_layout_t **layout_out);
+                                 const bool *spare, eng_layout_t **layout_out);
 void eng_layout_free(eng_layout_t *layout);
 
 /* Shard s held by aggregator s mod nholders (1 <= nholders <= nshards),

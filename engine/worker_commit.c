@@ -133,11 +133,13 @@ strata_status_t eng_commit_start(strata_ctx_t *ctx)
     uint64_t pbytes =
         (uint64_t)eng_config_int(ctx->cfg, ENG_CFG_PARTITION_BYTES);
     if (pbytes == 0) /* auto: every worker was told the same spans_hosts */
-        pbytes = eng_layout_auto_partition(descs, w->ntensors, ctx->nshards,
-                                           ctx->spans_hosts);
+        pbytes = eng_layout_auto_partition(
+            descs, w->ntensors, ctx->nshards - (uint32_t)ctx->roster->nspares,
+            ctx->spans_hosts);
     atomic_store(&ctx->partition_bytes, pbytes);
     strata_status_t st =
-        eng_layout_adopt(descs, w->ntensors, pbytes, ctx->nshards, &w->layout);
+        eng_layout_adopt(descs, w->ntensors, pbytes, ctx->nshards,
+                         eng_spare_shards(ctx), &w->layout);
     if (st == STRATA_OK)
         st = eng_layout_hold(w->layout, (uint32_t)ctx->naggs);
     if (st != STRATA_OK)

@@ -13,6 +13,9 @@
  * stopped (SIGTERM, then SIGKILL). strata-run exits with the status of the
  * first rank that failed, a worker the job went on without aside.
  *
+ * With --spares N, the last N aggregator ranks are spares (strata-agg
+ * --spare): they hold no shard and take over that of an aggregator lost.
+ *
  * With --restart N, a worker that died and that the job went on without is
  * started again (N times in all): the new process rejoins the running job
  * in its place (every policy takes workers back).
@@ -45,6 +48,7 @@
 
 typedef struct job {
     int workers, aggs, size;
+    int spares; /* --spares: the last aggregator ranks are spares */
     bool spmd;
     int restarts; /* --restart: workers still to start again */
     char **argv;  /* PROGRAM ARGS */
@@ -69,13 +73,17 @@ static void usage(FILE *out)
 {
     fprintf(
         out,
-        "usage: strata-run [-n WORKERS] [-a AGGREGATORS] [--spmd] -- "
-        "PROGRAM [ARGS...]\n"
+        "usage: strata-run [-n WORKERS] [-a AGGREGATORS] [--spares N] "
+        "[--spmd] -- PROGRAM [ARGS...]\n"
         "Runs a Strata job on this machine: AGGREGATORS ranks of "
         "strata-agg (default 1)\nand WORKERS ranks of PROGRAM (default "
         "1).\n"
         "  -n, --workers N       worker ranks\n"
         "  -a, --aggregators N   aggregator ranks (STRATA_NUM_AGGREGATORS)\n"
+        "      --spares N        the last N of them are spares (strata-agg "
+        "--spare): they hold\n                        no shard and take "
+        "over that of an aggregator lost\n                        (needs "
+        "STRATA_PROTECT_EVERY)\n"
         "      --spmd            aggregator ranks run PROGRAM too (it "
         "calls strata_serve\n                        when strata_init "
         "makes it an aggregator)\n"
@@ -107,6 +115,7 @@ static int parse_args(int argc, char **argv, job_t *job)
         {"aggregators", required_argument, NULL, 'a'},
         {"spmd", no_argument, NULL, 's'},
         {"restart", required_argument, NULL, 'r'},
+        {"spares", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -126,6 +135,9 @@ static int parse_args(int argc, char **argv, job_t *job)
         case 'r':
             job->restarts = parse_count(optarg, "the number of restarts");
             break;
+        case 'p':
+            job->spares = parse_count(optarg, "the number of spares");
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -133,8 +145,16 @@ static int parse_args(int argc, char **argv, job_t *job)
             usage(stderr);
             return -1;
         }
-        if (job->workers < 0 || job->aggs < 0 || job->restarts < 0)
+        if (job->workers < 0 || job->aggs < 0 || job->restarts < 0 ||
+            job->spares < 0)
             return -1;
+    }
+    if (job->spares >= job->aggs) {
+        fprintf(stderr,
+                "strata-run: --spares %d of %d aggregators: at least one "
+                "must hold the model\n",
+                job->spares, job->aggs);
+        return -1;
     }
     if (optind >= argc) {
         fprintf(stderr, "strata-run: no PROGRAM given\n");
@@ -235,7 +255,10 @@ static void start_rank(job_t *job, int rank)
     set_int("STRATA_LOCAL_RANK", rank);
     set_int("STRATA_NUM_AGGREGATORS", job->aggs);
     bool agg = rank < job->aggs && !job->spmd;
-    char *agg_argv[] = {job->agg_path, NULL};
+    bool spare = rank < job->aggs && rank >= job->aggs - job->spares;
+    if (spare && job->spmd)
+        setenv("STRATA_SPARE", "1", 1);
+    char *agg_argv[] = {job->agg_path, spare ? "--spare" : NULL, NULL};
     char **argv = agg ? agg_argv : job->argv;
     execvp(argv[0], argv);
     fprintf(stderr, "strata-run: cannot run %s: %s\n", argv[0],

@@ -85,6 +85,8 @@
  * the lower one R - P clocks less on the lost shard. Under gssp with
  * manual groups (no regroup: a worker's clock is its group's) the same
  * holds, R the worker's own resume clock (its takeover line).
+ * --spares N (with --takeover): the last N aggregators are spares
+ * (strata-agg --spare), whose shards the layout gives no partition.
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>
@@ -121,6 +123,7 @@ typedef struct opts {
     int again_n;            /* --die-again: steps after rejoining; -1 none */
     const char *again_path; /* ... made by the process that dies */
     bool takeover;          /* --takeover: a shard may resume from P */
+    int spares;             /* --spares: the last aggregators hold none */
 } opts_t;
 
 /* --takeover: what the worker's takeover line said (-1 until it came), and
@@ -377,10 +380,13 @@ static int check_stale_victim(const opts_t *o, int nw, int w, int c, int t,
  * registered, every one full but the last) and their shards as the layout
  * assigns them: the biggest first, each to the shard with the fewest bytes
  * so far (ties: the lowest), which for these partitions is their order.
- * With protection every aggregator holds one shard, its own rank's. */
-static int takeover_layout(strata_ctx_t *ctx)
+ * With protection every aggregator holds one shard, its own rank's; the
+ * last `spares` shards get no partition. */
+static int takeover_layout(strata_ctx_t *ctx, int spares)
 {
     size_t total = 0, nshards = (size_t)strata_num_aggregators(ctx);
+    nshards =
+        spares >= 0 && (size_t)spares < nshards ? nshards - (size_t)spares : 0;
     for (int t = 0; t < NT; t++)
         total += sizes[t];
     taken.part_elems = strata_partition_bytes(ctx) / sizeof(float);
@@ -765,7 +771,7 @@ static int run_worker(strata_ctx_t *ctx, const opts_t *o)
     strata_status_t st = strata_commit(ctx);
     if (st != STRATA_OK)
         return fail_status("commit", st);
-    if (o->takeover && takeover_layout(ctx))
+    if (o->takeover && takeover_layout(ctx, o->spares))
         return 3;
     if (o->try_free) /* refused (logged): freed, the steps would fault */
         strata_free(ctx, grad[0]);
@@ -891,6 +897,7 @@ static int parse(int argc, char **argv, opts_t *o)
         {"out-optional", no_argument, NULL, 'u'},
         {"counted", required_argument, NULL, 'k'},
         {"takeover", no_argument, NULL, 'T'},
+        {"spares", required_argument, NULL, 'P'},
         {NULL, 0, NULL, 0},
     };
     *o = (opts_t){.steps = 5,
@@ -971,6 +978,9 @@ static int parse(int argc, char **argv, opts_t *o)
             break;
         case 'T':
             o->takeover = true;
+            break;
+        case 'P':
+            o->spares = atoi(optarg);
             break;
         case 'g': { /* N,PATH */
             char *end;

@@ -10,6 +10,7 @@
 
 #include "engine/layout.h"
 #include "tests/support/test_log.h"
+#include "util/alloc.h"
 #include "util/log.h"
 
 static eng_tensor_desc_t desc(const char *name, strata_dtype_t dt, uint64_t n)
@@ -285,6 +286,68 @@ static void an_empty_shard_moves_without_a_region(void **state)
     eng_layout_free(l);
 }
 
+/* eng_layout_adopt of t[0..n) on nshards shards, those in spare[] given no
+ * partition. */
+static strata_status_t adopt_spared(const eng_tensor_desc_t *t, uint32_t n,
+                                    uint32_t nshards, const bool *spare,
+                                    eng_layout_t **l_out)
+{
+    eng_tensor_desc_t *copy = util_malloc(sizeof(*t) * n);
+    assert_non_null(copy);
+    memcpy(copy, t, sizeof(*t) * n);
+    return eng_layout_adopt(copy, n, 4096, nshards, spare, l_out);
+}
+
+/* A spare aggregator's shard gets no partition, the others share the
+ * model's bytes as without it; taking a lost shard over, the spare holds
+ * exactly that shard (in its region 1, its region 0 empty): one shard per
+ * aggregator still. Every shard spare is refused, named. */
+static void a_spare_holds_no_shard_until_it_takes_one(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[] = {desc("w", STRATA_FP32, 9 * 1024),
+                             desc("b", STRATA_FP32, 3 * 1024 + 5)};
+    bool spare[4] = {false, false, false, true};
+    eng_layout_t *l, *plain;
+    assert_int_equal(adopt_spared(t, 2, 4, spare, &l), STRATA_OK);
+    assert_int_equal(eng_layout_build(t, 2, 4096, 3, &plain), STRATA_OK);
+    assert_int_equal(l->nholders, 4);
+    assert_int_equal(l->shard_nparts[3], 0);
+    assert_int_equal(l->held_nparts[3], 0);
+    assert_int_equal(l->held_bytes[3], 0);
+    assert_int_equal(l->shards_used, 3);
+    assert_int_equal(l->holders_used, 3);
+    for (uint32_t s = 0; s < 3; s++) {
+        assert_int_equal(l->shard_bytes[s], plain->shard_bytes[s]);
+        assert_int_equal(l->shard_nparts[s], plain->shard_nparts[s]);
+    }
+    for (uint32_t i = 0; i < l->nparts; i++)
+        assert_int_equal(l->parts[i].shard, plain->parts[i].shard);
+    eng_layout_free(plain);
+
+    uint32_t region = 0;
+    uint32_t lost_nparts = l->shard_nparts[1];
+    assert_true(lost_nparts > 0);
+    assert_int_equal(eng_layout_move(l, 1, 3, &region), STRATA_OK);
+    assert_int_equal(region, 1);
+    assert_int_equal(l->held_nparts[3], lost_nparts);
+    for (uint32_t i = 0; i < lost_nparts; i++) {
+        const eng_partition_t *p = &l->parts[l->held_parts[3][i]];
+        assert_int_equal(p->shard, 1);
+        assert_int_equal(p->region, 1);
+        assert_int_equal(p->region_bytes, l->shard_bytes[1]);
+    }
+    check_held(l, 3);
+    assert_int_equal(l->holders_used, 3); /* 0, 2 and the spare */
+    eng_layout_free(l);
+
+    bool all[2] = {true, true};
+    test_log_start();
+    assert_int_equal(adopt_spared(t, 2, 2, all, &l), STRATA_ERR_INVALID);
+    test_log_expect("(2 of them spare)");
+    test_log_stop();
+}
+
 /* STRATA_SHARDS: 5 shards on 2 aggregators, shard s on s mod 2; each
  * holds its shards' partitions one shard after the other, contiguous. */
 static void shards_held_round_robin(void **state)
@@ -474,6 +537,7 @@ int main(void)
         cmocka_unit_test(shards_held_round_robin),
         cmocka_unit_test(a_shard_moves_to_a_taker),
         cmocka_unit_test(an_empty_shard_moves_without_a_region),
+        cmocka_unit_test(a_spare_holds_no_shard_until_it_takes_one),
         cmocka_unit_test(auto_partition_follows_model_and_shards),
         cmocka_unit_test(hash_depends_on_everything),
         cmocka_unit_test(mismatch_names_first_difference),
