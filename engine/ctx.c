@@ -92,7 +92,6 @@ static strata_status_t eng_ctx_new(eng_config_t *cfg, strata_ctx_t **ctx_out)
     util_gate_init(&ctx->served, 0);
     util_gate_init(&ctx->flushed, 0);
     util_waitq_init(&ctx->reqq);
-    util_waitq_init(&ctx->pollq);
     if (eng_req_pool_create(ctx) != STRATA_OK) {
         eng_ctx_free(ctx);
         return STRATA_ERR_NOMEM;

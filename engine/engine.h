@@ -245,10 +245,6 @@ struct strata_ctx {
      * application's while it polls for a pull (eng_loop_assist). */
     _Atomic bool turning;
     bool assisted; /* the application's turns did work (read while turning) */
-    /* Application threads polling for a pull, which turn the loop
-     * themselves; the progress thread parks on pollq meanwhile. */
-    _Atomic uint32_t pollers;
-    util_waitq_t pollq;
     _Atomic bool stop;
     eng_timer_t join_timer;   /* boot: retry connecting, the join deadline */
     eng_timer_t tick_timer;   /* coordinator: the policies' periodic work */
@@ -385,9 +381,7 @@ typedef struct eng_idle {
  * keeper of *idle. A busy turn ends the idle spell and keeps its length.
  * An idle turn starts or continues the spell; while both this spell and
  * the previous one are within STRATA_SPIN_US the thread yields the core
- * and returns false, to turn again (while an application thread polls,
- * eng_loop_polling, it parks until the polling ends, whatever the spells,
- * and returns false); else it sleeps until an event, a
+ * and returns false, to turn again; else it sleeps until an event, a
  * command or a timer, and returns true. The thread's turn ends here (once
  * its contexts are armed, when it sleeps). */
 bool eng_loop_after_turn(strata_ctx_t *ctx, eng_idle_t *idle, bool busy);
@@ -396,10 +390,6 @@ bool eng_loop_after_turn(strata_ctx_t *ctx, eng_idle_t *idle, bool busy);
  * and the progress thread is awake (asleep, it armed its contexts, whose
  * doorbells wake it); the core is yielded when the turn did nothing. */
 void eng_loop_assist(strata_ctx_t *ctx);
-/* An application thread starts (on) or ends its polling with
- * eng_loop_assist: while any polls, an idle progress thread parks rather
- * than spin beside it on the same cores; the last to end wakes it. */
-void eng_loop_polling(strata_ctx_t *ctx, bool on);
 /* Asks the thread to stop and joins it. */
 void eng_loop_stop(strata_ctx_t *ctx);
 /* Queue a command (waiting while the queue is full, up to the timeout) and

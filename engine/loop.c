@@ -287,38 +287,6 @@ void eng_loop_assist(strata_ctx_t *ctx)
         sched_yield();
 }
 
-/* Parking bounds the wait (a poller's own polling ends within
- * STRATA_SPIN_US; the bound is only against a wake-up lost to a bug). */
-#define ENG_PARK_MS 100
-
-void eng_loop_polling(strata_ctx_t *ctx, bool on)
-{
-    if (on)
-        atomic_fetch_add(&ctx->pollers, 1);
-    else if (atomic_fetch_sub(&ctx->pollers, 1) == 1)
-        util_waitq_wake(&ctx->pollq); /* a system call only if it parked */
-}
-
-static strata_status_t eng_no_pollers(void *arg)
-{
-    strata_ctx_t *ctx = arg;
-    return atomic_load(&ctx->pollers) && !atomic_load(&ctx->stop)
-               ? STRATA_ERR_AGAIN
-               : STRATA_OK;
-}
-
-/* An application thread polls for a pull and turns the loop itself: the
- * progress thread, which would only poll beside it (each worker two
- * spinning threads on shared cores), parks until the polling ends; whether
- * it did. The turn is not the progress thread's here. */
-static bool eng_park(strata_ctx_t *ctx)
-{
-    if (!atomic_load(&ctx->pollers))
-        return false;
-    util_waitq_wait(&ctx->pollq, eng_no_pollers, ctx, ENG_PARK_MS);
-    return true;
-}
-
 /* Commands wake the thread only while it sleeps (eng_cmd_submit): the flag
  * goes up before the last look at the queue. The turn is given up once the
  * flag is up, so that a thread that takes it sees the flag. */
@@ -392,11 +360,6 @@ bool eng_loop_after_turn(strata_ctx_t *ctx, eng_idle_t *idle, bool busy)
     uint64_t now = util_now_ns();
     if (!idle->since_ns)
         idle->since_ns = now;
-    if (atomic_load(&ctx->pollers)) {
-        eng_turn_give(ctx);
-        eng_park(ctx);
-        return false;
-    }
     if (idle->last_ns <= ctx->spin_ns && now - idle->since_ns < ctx->spin_ns) {
         eng_turn_give(ctx);
         sched_yield();
@@ -418,7 +381,7 @@ static void *eng_loop_main(void *arg)
     while (!atomic_load_explicit(&ctx->stop, memory_order_acquire)) {
         if (eng_turn_take(ctx))
             eng_loop_after_turn(ctx, &idle, eng_loop_once(ctx));
-        else if (!eng_park(ctx)) /* the application's thread turns it */
+        else /* the application's thread turns it */
             sched_yield();
     }
     return NULL;
@@ -491,7 +454,6 @@ void eng_loop_stop(strata_ctx_t *ctx)
     if (ctx->thread_started) {
         atomic_store_explicit(&ctx->stop, true, memory_order_release);
         eng_wake(ctx);
-        util_waitq_wake(&ctx->pollq);
         pthread_join(ctx->thread, NULL);
         ctx->thread_started = false;
     }

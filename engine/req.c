@@ -156,27 +156,15 @@ static void eng_req_turn(void *ctx)
  * (STRATA_SPIN_US) before it parks when the last pull's wait was that
  * short (a round of small tensors), turning the loop itself between its
  * looks (eng_loop_assist): the model write it waits for then raises the
- * gate on this thread. The progress thread parks while it polls
- * (eng_loop_polling). */
+ * gate on this thread. */
 static strata_status_t eng_req_wait_pull(strata_request_t *req, int timeout_ms)
 {
     strata_ctx_t *ctx = req->ctx;
     bool ready = util_gate_load(req->gate) >= req->clock;
     uint64_t t0 = ready ? 0 : util_now_ns();
     uint64_t spin = ctx->pull_waited_ns <= ctx->spin_ns ? ctx->spin_ns : 0;
-    strata_status_t st = STRATA_ERR_AGAIN;
-    if (spin && !ready && timeout_ms > 0) {
-        uint64_t bound = (uint64_t)timeout_ms * 1000000u;
-        eng_loop_polling(ctx, true);
-        st = util_gate_poll(req->gate, req->clock, spin < bound ? spin : bound,
-                            eng_req_turn, ctx);
-        eng_loop_polling(ctx, false);
-        uint64_t spent_ms = (util_now_ns() - t0) / 1000000u;
-        timeout_ms =
-            spent_ms < (uint64_t)timeout_ms ? timeout_ms - (int)spent_ms : 1;
-    }
-    if (st == STRATA_ERR_AGAIN)
-        st = util_gate_wait(req->gate, req->clock, timeout_ms);
+    strata_status_t st = util_gate_wait_spin(req->gate, req->clock, timeout_ms,
+                                             spin, eng_req_turn, ctx);
     if (st == STRATA_OK && !ready) {
         uint64_t raised = atomic_load_explicit(&ctx->cnt.pull_raised_ns,
                                                memory_order_acquire);

@@ -82,45 +82,39 @@ static strata_status_t util_waitq_park(util_waitq_t *q, util_waitq_cond_fn cond,
     return st;
 }
 
-strata_status_t util_waitq_poll(util_waitq_cond_fn cond, void *arg,
-                                uint64_t spin_ns, util_waitq_poll_fn poll,
-                                void *poll_arg)
-{
-    strata_status_t st = cond(arg);
-    for (int i = 0; st == STRATA_ERR_AGAIN && i < UTIL_WAITQ_SPINS; i++) {
-        util_waitq_cpu_relax();
-        st = cond(arg);
-    }
-    if (st != STRATA_ERR_AGAIN || !spin_ns)
-        return st;
-    uint64_t until = util_now_ns() + spin_ns;
-    do {
-        if (poll)
-            poll(poll_arg);
-        else
-            sched_yield();
-        st = cond(arg);
-    } while (st == STRATA_ERR_AGAIN && util_now_ns() < until);
-    return st;
-}
-
 strata_status_t util_waitq_wait_spin(util_waitq_t *q, util_waitq_cond_fn cond,
                                      void *arg, int64_t timeout_ms,
                                      uint64_t spin_ns, util_waitq_poll_fn poll,
                                      void *poll_arg)
 {
-    if (timeout_ms <= 0) {
-        strata_status_t st = cond(arg);
-        return st == STRATA_ERR_AGAIN ? STRATA_ERR_TIMEOUT : st;
-    }
-    uint64_t start = util_now_ns(), bound = (uint64_t)timeout_ms * 1000000u;
-    strata_status_t st = util_waitq_poll(
-        cond, arg, spin_ns < bound ? spin_ns : bound, poll, poll_arg);
+    strata_status_t st = cond(arg);
     if (st != STRATA_ERR_AGAIN)
         return st;
-    uint64_t spent_ms = (util_now_ns() - start) / 1000000u;
-    timeout_ms =
-        spent_ms < (uint64_t)timeout_ms ? timeout_ms - (int64_t)spent_ms : 1;
+    if (timeout_ms <= 0)
+        return STRATA_ERR_TIMEOUT;
+    for (int i = 0; i < UTIL_WAITQ_SPINS; i++) {
+        util_waitq_cpu_relax();
+        st = cond(arg);
+        if (st != STRATA_ERR_AGAIN)
+            return st;
+    }
+    if (spin_ns) {
+        uint64_t start = util_now_ns(), bound = (uint64_t)timeout_ms * 1000000u;
+        uint64_t until = start + (spin_ns < bound ? spin_ns : bound);
+        do {
+            if (poll)
+                poll(poll_arg);
+            else
+                sched_yield();
+            st = cond(arg);
+            if (st != STRATA_ERR_AGAIN)
+                return st;
+        } while (util_now_ns() < until);
+        uint64_t spent_ms = (util_now_ns() - start) / 1000000u;
+        timeout_ms = spent_ms < (uint64_t)timeout_ms
+                         ? timeout_ms - (int64_t)spent_ms
+                         : 1;
+    }
     return util_waitq_park(q, cond, arg, timeout_ms);
 }
 
@@ -177,13 +171,6 @@ strata_status_t util_gate_wait_spin(util_gate_t *g, int64_t target,
     util_gate_wait_arg_t a = {g, target};
     return util_waitq_wait_spin(&g->q, util_gate_reached, &a, timeout_ms,
                                 spin_ns, poll, poll_arg);
-}
-
-strata_status_t util_gate_poll(util_gate_t *g, int64_t target, uint64_t spin_ns,
-                               util_waitq_poll_fn poll, void *poll_arg)
-{
-    util_gate_wait_arg_t a = {g, target};
-    return util_waitq_poll(util_gate_reached, &a, spin_ns, poll, poll_arg);
 }
 
 strata_status_t util_gate_wait(util_gate_t *g, int64_t target,

@@ -67,12 +67,6 @@ strata_status_t util_waitq_wait_spin(util_waitq_t *q, util_waitq_cond_fn cond,
                                      void *arg, int64_t timeout_ms,
                                      uint64_t spin_ns, util_waitq_poll_fn poll,
                                      void *poll_arg);
-/* Its polling alone, with no timeout but spin_ns and no parking:
- * STRATA_ERR_AGAIN when the condition still does not hold (for a caller
- * that must know when its polling ends, before it parks). */
-strata_status_t util_waitq_poll(util_waitq_cond_fn cond, void *arg,
-                                uint64_t spin_ns, util_waitq_poll_fn poll,
-                                void *poll_arg);
 
 /* ---- gate: a monotone value one can wait on ---- */
 
@@ -105,8 +99,5 @@ strata_status_t util_gate_wait(util_gate_t *g, int64_t target,
 strata_status_t util_gate_wait_spin(util_gate_t *g, int64_t target,
                                     int64_t timeout_ms, uint64_t spin_ns,
                                     util_waitq_poll_fn poll, void *poll_arg);
-/* Its polling alone (util_waitq_poll). */
-strata_status_t util_gate_poll(util_gate_t *g, int64_t target, uint64_t spin_ns,
-                               util_waitq_poll_fn poll, void *poll_arg);
 
 #endif /* STRATA_UTIL_WAITQ_H */

@@ -443,57 +443,6 @@ static void idle_thread_polls_then_sleeps(void **state)
     job_end();
 }
 
-/* The progress thread's loop (eng_loop_main's idle turns) on a thread of
- * the test's, until told to stop. */
-typedef struct idle_loop {
-    strata_ctx_t *ctx;
-    _Atomic bool stop;
-} idle_loop_t;
-
-static void *idle_turns(void *arg)
-{
-    idle_loop_t *l = arg;
-    eng_idle_t idle = {0, 0};
-    while (!atomic_load(&l->stop)) {
-        atomic_store(&l->ctx->turning, true);
-        eng_loop_after_turn(l->ctx, &idle, false);
-    }
-    return NULL;
-}
-
-/* While an application thread polls for a pull (turning the loop itself),
- * the idle progress thread parks instead of polling beside it, and turns
- * again once the polling ends; it leaves the turn to the poller. Without
- * a poller it polls as before (idle_thread_polls_then_sleeps). */
-static void progress_thread_parks_while_a_pull_polls(void **state)
-{
-    (void)state;
-    job_start(3, 1, (const char *const[]){"SPIN_US=1000000", NULL});
-    job_commit();
-    strata_ctx_t *ctx = job.ctx[1];
-    idle_loop_t l = {.ctx = ctx};
-    eng_loop_polling(ctx, true);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, idle_turns, &l), 0);
-    uint64_t deadline = util_now_ns() + 20000000000u; /* against a hang */
-    while (atomic_load(&ctx->pollq.waiters) == 0 && util_now_ns() < deadline)
-        usleep(1000);
-    assert_int_equal(atomic_load(&ctx->pollq.waiters), 1);
-    assert_false(atomic_load(&ctx->turning)); /* the poller's to take */
-    assert_false(atomic_load(&ctx->sleeping));
-    uint32_t woken = atomic_load(&ctx->pollq.seq);
-    eng_loop_polling(ctx, false); /* the last poller wakes it */
-    assert_int_equal(atomic_load(&ctx->pollq.seq), woken + 1);
-    while (atomic_load(&ctx->pollq.waiters) != 0 && util_now_ns() < deadline)
-        usleep(1000);
-    assert_int_equal(atomic_load(&ctx->pollq.waiters), 0);
-    atomic_store(&l.stop, true);
-    const uint64_t one = 1; /* in case its spell grew long: it sleeps */
-    assert_int_equal(write(ctx->cmd_efd, &one, sizeof(one)), sizeof(one));
-    assert_int_equal(pthread_join(t, NULL), 0);
-    job_end();
-}
-
 /* A job that needs every worker (STRATA_MIN_WORKERS=2 of 2) drops none, so
  * a partition is reduced and served once every worker's copy landed, while
  * the rest of the clock is still being pushed: over a network the pulls of
@@ -1784,9 +1733,6 @@ int main(void)
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(idle_thread_polls_then_sleeps,
                                         test_log_setup, test_log_teardown),
-        cmocka_unit_test_setup_teardown(
-            progress_thread_parks_while_a_pull_polls, test_log_setup,
-            test_log_teardown),
         cmocka_unit_test_setup_teardown(partition_reduced_before_clock_landed,
                                         test_log_setup, test_log_teardown),
         cmocka_unit_test_setup_teardown(partition_size_follows_hosts,
