@@ -1,5 +1,5 @@
 # Shared by the strata-train failure tests. Sourced once $out holds the
-# run's log and err.
+# run's log and err; rank_pid needs $run, the driver's strata-run.
 fail() { echo "FAIL: $*" >&2; cat "$out/log" "$out/err" >&2; exit 1; }
 
 # within S CMD...: CMD must succeed within S seconds (a hang bound).
@@ -10,4 +10,15 @@ within() {
     [ $((SECONDS - t0)) -lt "$s" ] || return 1
     sleep 0.1
   done
+}
+
+# rank_pid R: the pid of rank R among the children of the driver's
+# strata-run (its environment names the rank).
+rank_pid() {
+  local p
+  for p in $(pgrep -P "$run"); do
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "STRATA_RANK=$1" &&
+      { echo "$p"; return 0; }
+  done
+  return 1
 }

@@ -16,17 +16,6 @@ seen() {
   [ "$(grep -cE " $1: worker rank " "$out/log")" -ge "$2" ]
 }
 
-# The pid of worker rank R of the driver's strata-run (its environment
-# names the rank).
-rank_pid() {
-  local p
-  for p in $(pgrep -P "$run" -f -- '--worker'); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "STRATA_RANK=$1" &&
-      { echo "$p"; return 0; }
-  done
-  return 1
-}
-
 # The budget is for a loaded machine: on a quiet one gssp16 reaches 0.80
 # in about 2.5 s; the driver ends once the budget is spent (~30 s).
 STRATA_TIMEOUT_MS=10000 STRATA_LOG=warn "$train" --scenario gssp16 \

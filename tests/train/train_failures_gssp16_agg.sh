@@ -18,17 +18,6 @@ seen() {
   [ "$(grep -cE " failure: worker rank " "$out/log")" -ge "$1" ]
 }
 
-# The pid of rank R of the driver's strata-run (its environment names the
-# rank).
-rank_pid() {
-  local p
-  for p in $(pgrep -P "$run"); do
-    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "STRATA_RANK=$1" &&
-      { echo "$p"; return 0; }
-  done
-  return 1
-}
-
 # The budget is for a loaded machine (0.80 takes about 2.5 s quiet); the
 # driver ends once it is spent. The aggregator is killed once the
 # coordinator agreed a protected clock (its info line: the groups run
