@@ -87,7 +87,7 @@
  * of the protocol (e.g. without BEAT, or without the job incarnation) is
  * refused by. */
 #define ENG_HELLO_MAGIC 0x53545241u /* "STRA" */
-#define ENG_PROTO_VERSION 17
+#define ENG_PROTO_VERSION 18
 
 typedef enum eng_msg_type {
 #define ENG_MSG_ENUM(name, value) ENG_MSG_##name = value,
