@@ -62,17 +62,27 @@ typedef struct eng_held {
     uint64_t in, want;   /* bytes of shares added, and of the stripe's */
 } eng_held_t;
 
-/* A lost shard being rebuilt here: every survivor's fragment of each of
- * its k stripes (have[i * (n - 1) + h]) and the bytes of them in. */
+/* A lost shard being rebuilt here: every other aggregator's fragment of
+ * each of its k stripes (have[i * (n - 1) + h]) and the bytes of each in
+ * (got). Those of aggregators lost too are not awaited (pr->gone). */
 typedef struct eng_rebuild {
     uint32_t lost;
     int64_t clock;
     uint32_t crc; /* what the lost aggregator said of its snapshot */
     eng_frag_t *have;
-    uint64_t in, want;
+    uint64_t *got;
     unsigned char *shard; /* k * frag: the rebuilt shard */
-    bool intact;          /* decoded, and its CRC32C matches */
+    bool decoded;
+    bool intact; /* decoded, and its CRC32C matches */
 } eng_rebuild_t;
+
+/* This aggregator's fragments of a lost shard's stripes, being sent to its
+ * rebuilder (to), chunk by chunk. */
+typedef struct eng_send_frags {
+    int64_t clock; /* -1: nothing to send */
+    uint32_t to;
+    uint64_t cursor, total;
+} eng_send_frags_t;
 
 struct eng_agg_protect {
     eng_protect_t geo;
@@ -89,11 +99,10 @@ struct eng_agg_protect {
     int64_t reported; /* the last clock said PROTECTED of, 0: none */
     int64_t flip_at;  /* STRATA_PROTECT_FLIP, 0: never */
     bool sealed_once;
-    /* Sending this aggregator's fragments of a lost shard to its
-     * rebuilder: the rebuild (lost: -1 none), where to, chunks sent. */
-    int64_t out_lost, out_clock;
-    uint32_t out_to;
-    uint64_t out_cursor, out_total;
+    /* Per aggregator rank: this one's fragments of its shard to send to
+     * its rebuilder, and whether it is lost (named by a REBUILD). */
+    eng_send_frags_t *out;
+    bool *gone;
     eng_rebuild_t *rb; /* the rebuild done here, if any */
 };
 
@@ -173,7 +182,7 @@ strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
         return STRATA_ERR_NOMEM;
     a->prot = pr;
     pr->every = pr->next = every;
-    pr->snap_clock = pr->kept_clock = pr->out_lost = -1;
+    pr->snap_clock = pr->kept_clock = -1;
     pr->flip_at = eng_config_int(ctx->cfg, ENG_CFG_PROTECT_FLIP);
     uint64_t largest = 0;
     for (uint32_t s = 0; s < (uint32_t)ctx->naggs; s++) {
@@ -185,6 +194,12 @@ strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     const eng_protect_t *p = &pr->geo;
+    pr->out = util_calloc(p->n, sizeof(*pr->out));
+    pr->gone = util_calloc(p->n, sizeof(*pr->gone));
+    if (!pr->out || !pr->gone)
+        return STRATA_ERR_NOMEM;
+    for (uint32_t l = 0; l < p->n; l++)
+        pr->out[l].clock = -1;
     pr->payload = eng_protect_payload(a, a->shard);
     pr->snap = util_aligned_alloc(64, (size_t)p->k * p->frag);
     pr->kept = util_aligned_alloc(64, (size_t)p->k * p->frag);
@@ -396,48 +411,50 @@ static void eng_protect_rebuilt(strata_ctx_t *ctx, uint32_t lost, int64_t clock,
         util_debug("cannot say REBUILT of shard %u", lost);
 }
 
-/* This aggregator's fragments of the lost shard's stripes, to the
- * rebuilder, while the control backlog is empty. */
+/* This aggregator's fragments of lost shards' stripes, to their
+ * rebuilders, while the control backlog is empty. */
 static void eng_protect_send_frags(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
     const eng_protect_t *p = &pr->geo;
     uint64_t chunks = eng_protect_chunks(p);
-    while (pr->out_cursor < pr->out_total && !ctx->msgs.head) {
-        uint32_t i = (uint32_t)(pr->out_cursor / chunks);
-        uint64_t off = pr->out_cursor % chunks * ENG_PROTECT_CHUNK;
-        uint64_t len = eng_protect_chunk_len(p, off);
-        uint32_t s = eng_protect_data_stripe(p, (uint32_t)pr->out_lost, i);
-        eng_frag_t data;
-        const eng_frag_t *f = eng_protect_mine(ctx, s, pr->out_clock, &data);
-        if (!f) {
-            char why[160];
-            snprintf(why, sizeof(why),
-                     "aggregator %u holds no fragment of stripe %u at clock "
-                     "%" PRId64,
-                     a->shard, s, pr->out_clock);
-            eng_protect_rebuilt(ctx, (uint32_t)pr->out_lost, pr->out_clock, 0,
-                                why);
-            pr->out_cursor = pr->out_total;
-            return;
+    for (uint32_t lost = 0; lost < p->n; lost++) {
+        eng_send_frags_t *o = &pr->out[lost];
+        while (o->cursor < o->total && !ctx->msgs.head) {
+            uint32_t i = (uint32_t)(o->cursor / chunks);
+            uint64_t off = o->cursor % chunks * ENG_PROTECT_CHUNK;
+            uint64_t len = eng_protect_chunk_len(p, off);
+            uint32_t s = eng_protect_data_stripe(p, lost, i);
+            eng_frag_t data;
+            const eng_frag_t *f = eng_protect_mine(ctx, s, o->clock, &data);
+            if (!f) {
+                char why[160];
+                snprintf(why, sizeof(why),
+                         "aggregator %u holds no fragment of stripe %u at "
+                         "clock %" PRId64,
+                         a->shard, s, o->clock);
+                eng_protect_rebuilt(ctx, lost, o->clock, 0, why);
+                o->cursor = o->total;
+                break;
+            }
+            unsigned char buf[TP_MSG_MAX];
+            eng_wbuf_t w;
+            eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_FRAG);
+            eng_put_u32(&w, o->to);
+            eng_put_u32(&w, lost);
+            eng_put_u32(&w, s);
+            eng_put_u32(&w, f->index);
+            eng_put_i64(&w, f->clock);
+            eng_put_u32(&w, f->crc);
+            eng_put_u64(&w, off);
+            eng_put_bytes(&w, f->bytes + off, (uint32_t)len);
+            if (eng_send(&ctx->coord_peer, &w, NULL) != STRATA_OK) {
+                o->cursor = o->total; /* the coordinator is gone */
+                return;
+            }
+            o->cursor++;
         }
-        unsigned char buf[TP_MSG_MAX];
-        eng_wbuf_t w;
-        eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_FRAG);
-        eng_put_u32(&w, pr->out_to);
-        eng_put_u32(&w, (uint32_t)pr->out_lost);
-        eng_put_u32(&w, s);
-        eng_put_u32(&w, f->index);
-        eng_put_i64(&w, f->clock);
-        eng_put_u32(&w, f->crc);
-        eng_put_u64(&w, off);
-        eng_put_bytes(&w, f->bytes + off, (uint32_t)len);
-        if (eng_send(&ctx->coord_peer, &w, NULL) != STRATA_OK) {
-            pr->out_cursor = pr->out_total; /* the coordinator is gone */
-            return;
-        }
-        pr->out_cursor++;
     }
 }
 
@@ -569,14 +586,46 @@ static strata_status_t eng_protect_on_protect(strata_ctx_t *ctx, eng_rbuf_t *r)
     return STRATA_OK;
 }
 
-/* Every survivor's fragment of every stripe of the lost shard is in:
- * decode it and check it against what the lost aggregator said of it. */
+/* Slot of fragment `index` of the lost shard's stripe i in rb->have. */
+static uint32_t eng_rebuild_slot(const eng_protect_t *p, uint32_t i,
+                                 uint32_t index)
+{
+    return i * (p->n - 1) + (index < i ? index : index - 1);
+}
+
+static void eng_rebuild_free(eng_rebuild_t *rb, uint32_t nfrags)
+{
+    if (!rb)
+        return;
+    for (uint32_t f = 0; rb->have && f < nfrags; f++)
+        util_free(rb->have[f].bytes);
+    util_free(rb->have);
+    util_free(rb->got);
+    util_free(rb->shard);
+    util_free(rb);
+}
+
+/* Once the fragment of every aggregator not lost is in: decode the shard
+ * (ISA-L, from any k good fragments of each stripe) and check it against
+ * what the lost aggregator said of it. */
 static void eng_protect_decode(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
     const eng_protect_t *p = &pr->geo;
     eng_rebuild_t *rb = pr->rb;
+    if (!rb || rb->decoded)
+        return;
+    for (uint32_t i = 0; i < p->k; i++) {
+        uint32_t s = eng_protect_data_stripe(p, rb->lost, i);
+        for (uint32_t f = 0; f < p->n; f++) {
+            uint32_t h = eng_protect_holder(p, s, f);
+            if (f != i && !pr->gone[h] &&
+                rb->got[eng_rebuild_slot(p, i, f)] < p->frag)
+                return;
+        }
+    }
+    rb->decoded = true;
     char why[200] = "";
     uint64_t bytes = eng_protect_payload(a, rb->lost);
     for (uint32_t i = 0; i < p->k && !why[0]; i++) {
@@ -599,17 +648,11 @@ static void eng_protect_decode(strata_ctx_t *ctx)
                   "%" PRId64 " (%" PRIu64 " bytes, CRC32C %08x)",
                   a->shard, rb->lost, rb->clock, bytes, crc);
     eng_protect_rebuilt(ctx, rb->lost, rb->clock, bytes, why);
-}
-
-static void eng_rebuild_free(eng_rebuild_t *rb, uint32_t nfrags)
-{
-    if (!rb)
-        return;
-    for (uint32_t f = 0; rb->have && f < nfrags; f++)
+    /* Only the shard is needed from here on. */
+    for (uint32_t f = 0; f < p->k * (p->n - 1); f++) {
         util_free(rb->have[f].bytes);
-    util_free(rb->have);
-    util_free(rb->shard);
-    util_free(rb);
+        rb->have[f].bytes = NULL;
+    }
 }
 
 /* The rebuilder's buffers, and its own fragments in them. */
@@ -620,18 +663,16 @@ static strata_status_t eng_protect_rebuild_start(strata_ctx_t *ctx,
     eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
     const eng_protect_t *p = &pr->geo;
-    uint32_t per = p->n - 1, nfrags = p->k * per;
+    uint32_t nfrags = p->k * (p->n - 1);
     eng_rebuild_t *rb = util_calloc(1, sizeof(*rb));
     if (!rb || !(rb->have = util_calloc(nfrags, sizeof(*rb->have))) ||
+        !(rb->got = util_calloc(nfrags, sizeof(*rb->got))) ||
         !(rb->shard = util_aligned_alloc(64, (size_t)p->k * p->frag)))
         goto nomem;
     pr->rb = rb;
-    *rb = (eng_rebuild_t){.lost = lost,
-                          .clock = clock,
-                          .crc = crc,
-                          .have = rb->have,
-                          .shard = rb->shard,
-                          .want = (uint64_t)p->k * (per - 1) * p->frag};
+    rb->lost = lost;
+    rb->clock = clock;
+    rb->crc = crc;
     for (uint32_t f = 0; f < nfrags; f++) {
         rb->have[f].clock = -1;
         if (!(rb->have[f].bytes = util_aligned_alloc(64, p->frag)))
@@ -647,26 +688,31 @@ static strata_status_t eng_protect_rebuild_start(strata_ctx_t *ctx,
                      "aggregator %u holds no fragment of stripe %u at clock "
                      "%" PRId64,
                      a->shard, s, clock);
+            rb->decoded = true;
             eng_protect_rebuilt(ctx, lost, clock, 0, why);
             return STRATA_OK;
         }
-        eng_frag_t *h =
-            &rb->have[i * per + (f->index < i ? f->index : f->index - 1)];
+        uint32_t slot = eng_rebuild_slot(p, i, f->index);
+        eng_frag_t *h = &rb->have[slot];
         unsigned char *bytes = h->bytes;
         *h = *f;
         h->bytes = bytes;
         memcpy(h->bytes, f->bytes, p->frag);
+        rb->got[slot] = p->frag;
     }
-    if (rb->want == 0)
-        eng_protect_decode(ctx);
+    eng_protect_decode(ctx);
     return STRATA_OK;
 nomem:
+    if (rb && rb != pr->rb)
+        eng_rebuild_free(rb, nfrags);
     util_error("out of memory for rebuilding the shard of aggregator %u", lost);
     return STRATA_ERR_NOMEM;
 }
 
 /* REBUILD: aggregator `lost` is gone; send this one's fragments of its
- * stripes at `clock` to aggregator `by`, which rebuilds it. */
+ * stripes at `clock` to aggregator `by`, which rebuilds it (again, to
+ * another, if its first rebuilder is lost too). A rebuild here no longer
+ * awaits the lost aggregator's fragments. */
 static strata_status_t eng_protect_on_rebuild(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
@@ -676,19 +722,27 @@ static strata_status_t eng_protect_on_rebuild(strata_ctx_t *ctx, eng_rbuf_t *r)
     int64_t clock = eng_get_i64(r);
     uint32_t by = eng_get_u32(r), crc = eng_get_u32(r);
     if (!eng_rbuf_ok(r) || lost >= p->n || by >= p->n || lost == a->shard ||
-        by == lost || clock < 1 || pr->out_lost >= 0)
+        by == lost || clock < 1 || pr->gone[by] ||
+        (by == a->shard && pr->rb && pr->rb->lost != lost))
         return STRATA_ERR_PROTO;
     util_info("shard %u: aggregator %u is lost; its shard is rebuilt at "
               "clock %" PRId64 " by aggregator %u",
               a->shard, lost, clock, by);
+    pr->gone[lost] = true;
+    pr->out[lost] = (eng_send_frags_t){.clock = -1};
     if (by == a->shard)
-        return eng_protect_rebuild_start(ctx, lost, clock, crc);
-    uint64_t chunks = eng_protect_chunks(p);
-    pr->out_lost = lost;
-    pr->out_clock = clock;
-    pr->out_to = by;
-    pr->out_cursor = 0;
-    pr->out_total = p->k * chunks;
+        return pr->rb ? STRATA_OK
+                      : eng_protect_rebuild_start(ctx, lost, clock, crc);
+    pr->out[lost] = (eng_send_frags_t){
+        .clock = clock, .to = by, .total = p->k * eng_protect_chunks(p)};
+    if (pr->rb && pr->rb->lost != lost && !pr->rb->decoded) {
+        for (uint32_t i = 0; i < p->k; i++) {
+            uint32_t s = eng_protect_data_stripe(p, pr->rb->lost, i);
+            uint32_t f = (lost + p->n - s) % p->n; /* lost's index in s */
+            pr->rb->have[eng_rebuild_slot(p, i, f)].clock = -1;
+        }
+        eng_protect_decode(ctx);
+    }
     eng_agg_protect_flush(ctx);
     return STRATA_OK;
 }
@@ -712,17 +766,21 @@ static strata_status_t eng_protect_on_frag(strata_ctx_t *ctx, eng_rbuf_t *r)
         i++;
     if (!eng_rbuf_ok(r) || !rb || dst != a->shard || lost != rb->lost ||
         i == p->k || index >= p->n || index == i || off > p->frag ||
-        len > p->frag - off || rb->in + len > rb->want)
+        len > p->frag - off)
         return STRATA_ERR_PROTO;
-    eng_frag_t *h = &rb->have[i * (p->n - 1) + (index < i ? index : index - 1)];
+    uint32_t slot = eng_rebuild_slot(p, i, index);
+    if (rb->decoded || pr->gone[eng_protect_holder(p, s, index)])
+        return STRATA_OK; /* its sender was lost meanwhile */
+    if (rb->got[slot] + len > p->frag)
+        return STRATA_ERR_PROTO;
+    eng_frag_t *h = &rb->have[slot];
     h->stripe = s;
     h->index = index;
     h->clock = clock;
     h->crc = crc;
     memcpy(h->bytes + off, bytes, len);
-    rb->in += len;
-    if (rb->in == rb->want)
-        eng_protect_decode(ctx);
+    rb->got[slot] += len;
+    eng_protect_decode(ctx);
     return STRATA_OK;
 }
 
@@ -766,7 +824,15 @@ void eng_agg_protect_stop(eng_agg_t *a)
         return;
     pr->next = 0;
     pr->cursor = pr->total;
-    pr->out_cursor = pr->out_total;
+    for (uint32_t l = 0; l < pr->geo.n; l++)
+        pr->out[l].cursor = pr->out[l].total;
+    /* A shard rebuilt here is kept until it is taken over here: the
+     * takeovers of shards lost at once come one after the other. */
+    const eng_layout_t *lay = a->layout;
+    const eng_rebuild_t *rb = pr->rb;
+    if (rb && rb->intact && lay->shard_nparts[rb->lost] &&
+        lay->parts[lay->shard_parts[rb->lost][0]].holder == rb->lost)
+        return;
     eng_rebuild_free(pr->rb, pr->geo.k * (pr->geo.n - 1));
     pr->rb = NULL;
 }
@@ -788,6 +854,8 @@ void eng_agg_protect_free(eng_agg_t *a)
     }
     eng_rebuild_free(pr->rb, pr->geo.k * (pr->geo.n - 1));
     util_free(pr->held);
+    util_free(pr->out);
+    util_free(pr->gone);
     util_free(pr->snap);
     util_free(pr->kept);
     eng_protect_fini(&pr->geo);

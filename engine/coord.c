@@ -81,6 +81,7 @@ static void eng_member_free(eng_member_t *m)
     eng_peer_close(&m->peer);
     eng_layout_rx_free(&m->layout);
     util_free(m->metrics);
+    util_free(m->lost_first);
     util_free(m);
 }
 

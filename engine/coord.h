@@ -42,11 +42,15 @@ typedef struct eng_member {
      * at the agreed clock. */
     int64_t prot_said;
     uint32_t prot_crc, agreed_crc;
-    /* A worker's LOST: its link to aggregator lost_agg broke, and the first
-     * clock it cannot push without it. */
-    bool said_lost;
-    uint32_t lost_agg;
-    int64_t lost_first;
+    /* A worker's LOSTs: per aggregator rank, the first clock it cannot
+     * push without it (-1: its link there did not break; NULL: none did). */
+    int64_t *lost_first;
+    /* An aggregator lost once a clock was agreed: its shard is being
+     * rebuilt by aggregator rank rebuild_by (rebuilt once REBUILT said
+     * so), or was taken over; and how it was lost. */
+    bool rebuilding, rebuilt, taken;
+    int rebuild_by;
+    char lost_why[384];
     char name[ENG_PEER_NAME_MAX]; /* eng_member_name's, after HELLO */
 } eng_member_t;
 
@@ -67,19 +71,17 @@ struct eng_coord {
     int64_t drop_pushed, drop_reached;
     /* Shard protection (coord_protect.c): the clock agreed (0: none yet),
      * the one named next, STRATA_PROTECT_EVERY, the newest clock the
-     * aggregators said they reached since the last naming. A rebuild:
-     * the lost aggregator (-1: none), its rebuilder, when it started and
-     * by when it must be done, and why the aggregator was lost. */
+     * aggregators said they reached since the last naming. Rebuilds (the
+     * lost aggregators' own state is in their members): how many are
+     * under way, when the first started and by when all must be done. */
     int64_t protected_clock, prot_next, prot_every, prot_reached;
-    int rebuild_lost, rebuild_by;
+    int nrebuilding;
     uint64_t rebuild_start_ns, rebuild_deadline_ns;
-    char rebuild_why[384];
-    /* Takeover by the rebuilder: the shard rebuilt, the first failure a
-     * takeover does not mend ("": none), the shard taken over (-1: none;
-     * nothing is protected after it). */
-    bool rebuilt;
+    /* Takeovers by the rebuilders: the first failure a takeover does not
+     * mend ("": none), the shards taken over (nothing is protected after
+     * them). */
     char unmended[TP_MSG_MAX + 64];
-    int taken;
+    int ntaken;
     uint64_t held_until_ns; /* a failure held (0: none), and its words */
     char held_why[TP_MSG_MAX + 64];
     /* Rejoining, one at a time and never during a drop (coord_rejoin.c):
@@ -122,8 +124,9 @@ void eng_coord_protect_init(strata_ctx_t *ctx);
 /* PROTECTED: an aggregator's part of the named clock done, or missed. */
 void eng_coord_on_protected(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
 /* A rank lost (msg: how and why). An aggregator once a clock is agreed:
- * its shard's rebuild starts (true). Any rank during a rebuild: the job
- * fails (true). Otherwise false. */
+ * its shard's rebuild starts (true), alongside those under way while the
+ * fragments left allow it. A worker during a rebuild, or an aggregator
+ * the protection cannot cover: the job fails (true). Otherwise false. */
 bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m,
                             const char *msg);
 /* FAILED from m: held (true) while a rebuild is under way (its end
@@ -139,14 +142,15 @@ void eng_coord_on_rebuilt(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
 /* LOST: a worker's link to an aggregator broke; the takeover follows once
  * the shard is rebuilt and every worker said so. */
 void eng_coord_on_lost(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r);
-/* Aggregators in the job: all but one whose shard was taken over. */
+/* Aggregators in the job: all but those whose shard was taken over. */
 static inline int eng_coord_naggs(const strata_ctx_t *ctx)
 {
-    return ctx->naggs - (ctx->coord->taken >= 0);
+    return ctx->naggs - ctx->coord->ntaken;
 }
-/* The rebuilt shard goes to its taker once every worker still in the job
- * said LOST of its aggregator, and no regroup is under way (TAKEOVER);
- * else later (asked again on each of those). */
+/* The rebuilt shards go to their takers together once every lost one is
+ * rebuilt, every worker still in the job said LOST of each, and no
+ * regroup is under way (TAKEOVER); else later (asked again on each of
+ * those). */
 void eng_coord_takeover_try(strata_ctx_t *ctx);
 /* Every beat: a rebuild past its deadline fails the job. */
 void eng_coord_protect_check(strata_ctx_t *ctx);

@@ -182,7 +182,8 @@ static void eng_rg_go(strata_ctx_t *ctx)
  * over: it takes no plan, and the regroup goes on without it. */
 static bool eng_rg_agg_in(const strata_ctx_t *ctx, int a)
 {
-    return a != ctx->coord->taken && a != ctx->coord->rebuild_lost;
+    const eng_member_t *m = ctx->coord->by_rank[a];
+    return !m->taken && !m->rebuilding;
 }
 
 /* Aggregators in the job that have not said PLANNED yet. */
@@ -327,7 +328,7 @@ static void eng_rg_evaluate(strata_ctx_t *ctx)
     /* A rejoin's clock is agreed on the current segments, and so is a
      * lost shard's resume clock (the lost aggregator plans nothing). */
     if (rg->phase != ENG_RG_IDLE || ctx->coord->joining >= 0 ||
-        ctx->coord->rebuild_lost >= 0 || eng_fatal(ctx))
+        ctx->coord->nrebuilding || eng_fatal(ctx))
         return;
     rg->eval_ns = util_now_ns();
     bool probing = eng_grouping_probing(rg->grouping), changed = false;

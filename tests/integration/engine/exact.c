@@ -63,15 +63,16 @@
  * notices are all posted and a moment more for its PUSHED, kills itself;
  * the others push step N half a second later, so that the aggregators
  * reduce the push of a dead worker).
- * --takeover (bsp): an aggregator may be lost and its shard taken over by a
+ * --takeover (bsp): aggregators may be lost and each shard taken over by a
  * survivor from the shard's protected clock P, resumed at clock R (the
  * worker's info line says so, read through the log handler). exact.c lays
  * the model out itself (partitions of strata_partition_bytes(), shards by
  * the layout's rule: biggest first, each to the lightest shard) and checks
- * after each step c that every element of the lost aggregator's shard holds
+ * after each step c that every element of a lost aggregator's shard holds
  * the bsp model, or, once its partition was served by the taker (a switch
  * made once, never back), that model without every worker's gradients of
- * clocks P..min(R, c + 1) - 1; every other element the bsp model exactly;
+ * its shard's clocks P..min(R, c + 1) - 1; every other element the bsp
+ * model exactly;
  * at the end the takeover was seen and the last step without the lost
  * clocks.
  * --takeover --check stale (ssp, asp): the snapshot at P holds every
@@ -126,19 +127,21 @@ typedef struct opts {
     int spares;             /* --spares: the last aggregators hold none */
 } opts_t;
 
-/* --takeover: what the worker's takeover line said (-1 until it came), and
- * the model laid out as the engine does: each partition's shard, and
- * whether it was seen without its lost clocks. */
+/* --takeover: what the worker's takeover lines said, per shard (taker -1
+ * until its line came; r is stored last), and the model laid out as the
+ * engine does: each partition's shard, and whether it was seen without its
+ * lost clocks. */
+#define TAKEN_MAX 16
 static struct {
-    _Atomic int lost, taker;
-    _Atomic long long p, r;
-    size_t part_elems, nparts;
+    _Atomic int taker[TAKEN_MAX];
+    _Atomic long long p[TAKEN_MAX], r[TAKEN_MAX];
+    size_t part_elems, nparts, nshards;
     int *shard;
     char *without;
     float *model;    /* the bsp model after the last step, kept step by step
                         (bsp_value's sums at every step would be quadratic) */
     long long *kept; /* --check stale: K of each partition, -1 unknown */
-} taken = {.lost = -1, .taker = -1, .p = -1, .r = -1};
+} taken;
 
 /* Every line goes to stderr as usual; the takeover's gives its clocks. The
  * progress thread logs it before the taker's model of the shard can land,
@@ -154,11 +157,11 @@ static void takeover_log(void *arg, strata_log_level_t level, const char *line)
         sscanf(at,
                "aggregator rank %d lost: shard %d taken over by aggregator "
                "rank %d, resumed at clock %lld (protected at %lld",
-               &lost, &shard, &taker, &r, &p) == 5) {
-        atomic_store(&taken.p, p);
-        atomic_store(&taken.r, r);
-        atomic_store(&taken.taker, taker);
-        atomic_store(&taken.lost, shard);
+               &lost, &shard, &taker, &r, &p) == 5 &&
+        shard >= 0 && shard < TAKEN_MAX) {
+        atomic_store(&taken.p[shard], p);
+        atomic_store(&taken.taker[shard], taker);
+        atomic_store(&taken.r[shard], r);
     } else if (strstr(line, " taken over by aggregator rank ")) {
         fprintf(stderr, "exact: a takeover line not understood: %s\n", line);
     }
@@ -390,8 +393,13 @@ static int takeover_layout(strata_ctx_t *ctx, int spares)
     for (int t = 0; t < NT; t++)
         total += sizes[t];
     taken.part_elems = strata_partition_bytes(ctx) / sizeof(float);
-    if (taken.part_elems == 0 || nshards == 0)
+    if (taken.part_elems == 0 || nshards == 0 || nshards > TAKEN_MAX)
         return fail_status("laying the model out", STRATA_ERR_INVALID);
+    taken.nshards = nshards;
+    for (size_t s = 0; s < TAKEN_MAX; s++) {
+        atomic_store(&taken.taker[s], -1);
+        atomic_store(&taken.r[s], -1);
+    }
     taken.nparts = (total + taken.part_elems - 1) / taken.part_elems;
     taken.shard = calloc(taken.nparts, sizeof(*taken.shard));
     taken.without = calloc(taken.nparts, 1);
@@ -423,11 +431,16 @@ static int takeover_layout(strata_ctx_t *ctx, int spares)
 
 /* --takeover: element g of the model (tensors back to back): its
  * partition, and whether the lost aggregator's shard held it. */
-static bool taken_moved(size_t g, size_t *part_out)
+/* Whether element g's partition (part_out) is of a shard taken over, and
+ * that shard's P and R (-1 if not). */
+static bool taken_moved(size_t g, size_t *part_out, long long *p_out,
+                        long long *r_out)
 {
-    int lost = atomic_load(&taken.lost);
     *part_out = g / taken.part_elems;
-    return lost >= 0 && taken.shard[*part_out] == lost;
+    int shard = taken.shard[*part_out];
+    *r_out = atomic_load(&taken.r[shard]);
+    *p_out = *r_out >= 0 ? atomic_load(&taken.p[shard]) : -1;
+    return *r_out >= 0;
 }
 
 static size_t tensor_base(int t)
@@ -443,9 +456,9 @@ static int check_taken(const opts_t *o, int nw, int w, int c, int t,
                        const float *param, size_t n)
 {
     size_t base = tensor_base(t), part;
-    long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
+    long long p, r;
     for (size_t j = 0; j < n; j++) {
-        bool moved = taken_moved(base + j, &part);
+        bool moved = taken_moved(base + j, &part, &p, &r);
         float want = taken.model[base + j];
         for (int v = 0; v < nw; v++)
             want -= grad_value(o, nw, v, t, j, c);
@@ -482,9 +495,8 @@ static int check_taken(const opts_t *o, int nw, int w, int c, int t,
 
 /* --takeover --check stale: one own element of a partition of the lost
  * shard after step c, `got` its updates; see the header. */
-static bool taken_own(size_t part, int c, double got)
+static bool taken_own(size_t part, long long p, long long r, int c, double got)
 {
-    long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
     long long upto = c + 1 < r ? c + 1 : r, kept = taken.kept[part];
     double missing = c + 1 - got;
     if (kept >= 0)
@@ -504,13 +516,13 @@ static int check_taken_stale(const opts_t *o, int nw, int w, int c, int t,
                              const float *param, size_t n)
 {
     size_t base = tensor_base(t), part;
-    long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
+    long long p, r;
     for (size_t j = 0; j < n; j++) {
-        bool moved = taken_moved(base + j, &part);
+        bool moved = taken_moved(base + j, &part, &p, &r);
         double got = param[j] - init_value(t, j);
         bool ok;
         if ((int)(j % (size_t)nw) == w) {
-            ok = moved ? taken_own(part, c, got) : got == c + 1;
+            ok = moved ? taken_own(part, p, r, c, got) : got == c + 1;
         } else {
             double lo = o->staleness < 0 ? 0 : c + 1 - o->staleness;
             double hi = o->staleness < 0 ? 1e9 : c + 2 + o->staleness;
@@ -529,27 +541,34 @@ static int check_taken_stale(const opts_t *o, int nw, int w, int c, int t,
     return 0;
 }
 
-/* --takeover: at the end, the takeover came and was seen. */
+/* --takeover: at the end, a takeover came and was seen; one line per
+ * shard taken over. */
 static int takeover_end(const opts_t *o, int w)
 {
-    int lost = atomic_load(&taken.lost);
-    long long p = atomic_load(&taken.p), r = atomic_load(&taken.r);
-    if (lost < 0) {
+    int ntaken = 0;
+    for (size_t s = 0; s < taken.nshards; s++) {
+        long long r = atomic_load(&taken.r[s]);
+        if (r < 0)
+            continue;
+        long long p = atomic_load(&taken.p[s]);
+        size_t nmoved = 0, nwithout = 0;
+        for (size_t i = 0; i < taken.nparts; i++) {
+            nmoved += taken.shard[i] == (int)s;
+            nwithout += taken.shard[i] == (int)s && taken.without[i];
+        }
+        printf("worker %d: shard %zu taken over by aggregator rank %d, "
+               "resumed at clock %lld (protected at %lld): %zu of its %zu "
+               "partitions without clocks %lld..%lld\n",
+               w, s, atomic_load(&taken.taker[s]), r, p, nwithout, nmoved, p,
+               r - 1);
+        ntaken++;
+    }
+    if (ntaken == 0) {
         fprintf(stderr,
                 "exact: worker %d: %d steps, and no shard was taken over\n", w,
                 o->steps);
         return 1;
     }
-    size_t nmoved = 0, nwithout = 0;
-    for (size_t i = 0; i < taken.nparts; i++) {
-        nmoved += taken.shard[i] == lost;
-        nwithout += taken.shard[i] == lost && taken.without[i];
-    }
-    printf("worker %d: shard %d taken over by aggregator rank %d, resumed at "
-           "clock %lld (protected at %lld): %zu of its %zu partitions "
-           "without clocks %lld..%lld\n",
-           w, lost, atomic_load(&taken.taker), r, p, nwithout, nmoved, p,
-           r - 1);
     return 0;
 }
 
