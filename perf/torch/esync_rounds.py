@@ -18,10 +18,14 @@ wrapped optimizer's state). A round: every worker starts from the global
 model and takes its --steps local steps (what the State Server gave each
 worker in a measured run: "local steps per round" in the example's table);
 the deltas are averaged with equal weights (the paper's eq. 7) or by local
-steps (STRATA_ESYNC_WEIGHTING=steps), times --global-lr. BSP: each step
-applies SGD with momentum to the mean gradient of one batch per worker, as
-the aggregators do. Evaluation on --test-size images every --eval-every
-rounds (steps), then every one once within --near of the target.
+steps (STRATA_ESYNC_WEIGHTING=steps), times --global-lr; with
+--average-momentum the workers' momentum buffers are averaged too (local
+momentum SGD as Yu et al. 2019 average it; strata.torch does not). BSP:
+each step applies SGD with momentum to the mean gradient of one batch per
+worker, as the aggregators do. Evaluation on --test-size images every
+--eval-every rounds (steps), then every one once within --near of the
+target, and --after more past it (how far the accuracy falls back after
+the first crossing).
 """
 
 import argparse
@@ -45,6 +49,10 @@ def parse_args():
     ap.add_argument("--global-lr", type=float, default=1.0)
     ap.add_argument("--reset-momentum", action="store_true",
                     help="esync: momentum from zero at every round")
+    ap.add_argument("--average-momentum", action="store_true",
+                    help="esync: average the momentum buffers at rounds")
+    ap.add_argument("--after", type=int, default=0,
+                    help="evaluate this many rounds past the target")
     ap.add_argument("--bsp", action="store_true",
                     help="count BSP's steps instead of ESync's rounds")
     ap.add_argument("--batch", type=int, default=16)
@@ -98,7 +106,7 @@ def run(args, torch):
     total = sum(steps)
     weights = [k / total if args.weighting == "steps" else 1 / workers
                for k in steps]
-    acc, began = 0.0, time.monotonic()
+    acc, began, hit, seen = 0.0, time.monotonic(), None, []
     for n in range(1, args.max + 1):
         if args.bsp:  # one model: the mean gradient of every worker's batch
             opts[0].zero_grad()
@@ -121,22 +129,36 @@ def run(args, torch):
                     opts[w].step()
                 deltas.append([p.detach() - g
                                for p, g in zip(m.parameters(), glob)])
+            if args.average_momentum:
+                bufs = [[o.state[p]["momentum_buffer"] for p in m.parameters()]
+                        for o, m in zip(opts, models)]
+                for i in range(len(glob)):
+                    mean = sum(b[i] for b in bufs) / workers
+                    for b in bufs:
+                        b[i].copy_(mean)
             for i, g in enumerate(glob):
                 g.add_(sum(wt * d[i] for wt, d in zip(weights, deltas)),
                        alpha=args.global_lr)
             with torch.no_grad():
                 for p, g in zip(models[0].parameters(), glob):
                     p.copy_(g)
-        if n % args.eval_every and acc < args.target_acc - args.near:
+        if n % args.eval_every and hit is None and \
+                acc < args.target_acc - args.near:
             continue
         acc, loss = fm.evaluate(models[0], tx, ty, torch)
         unit = "step" if args.bsp else "round"
         print(f"{unit} {n:4d}  acc {acc:.4f}  loss {loss:.3f}  "
               f"({time.monotonic() - began:.0f} s, load "
               f"{os.getloadavg()[0]:.1f})", flush=True)
-        if acc >= args.target_acc:
-            return n
-    return None
+        if hit is None and acc >= args.target_acc:
+            hit = n
+        if hit is not None:
+            seen.append(acc)
+            if n >= hit + args.after:
+                print(f"after the target: min {min(seen):.4f} "
+                      f"mean {sum(seen) / len(seen):.4f}")
+                return hit
+    return hit
 
 
 def main():
