@@ -63,6 +63,13 @@ def parse_args(argv=None):
     ap.add_argument("--target-acc", type=float, default=0.80)
     ap.add_argument("--budget", type=float, default=120,
                     help="training seconds per policy")
+    ap.add_argument("--bsp-budget", type=float,
+                    help="driver: bsp's training seconds (default --budget)")
+    ap.add_argument("--bsp-steps", type=int, default=0,
+                    help="driver: bsp's steps to the target as counted by "
+                         "perf/torch/esync_rounds.py --bsp; if bsp stops "
+                         "short of the target, its time to it is modelled "
+                         "as these steps x its measured step time")
     ap.add_argument("--stop-at-target", action="store_true",
                     help="end a policy's run once it reaches the target")
     ap.add_argument("--eval-every", type=float, default=5.0,
@@ -487,7 +494,10 @@ def run_policy(args, policy, launcher, workdir):
     env.setdefault("STRATA_MOMENTUM", str(args.momentum))
     if policy == "ssp":
         env.setdefault("STRATA_STALENESS", "3")
-    argv = sys.argv[1:] + ["--base-ms", str(args.base_ms)]
+    budget = args.bsp_budget if policy == "bsp" and args.bsp_budget \
+        else args.budget
+    argv = sys.argv[1:] + ["--base-ms", str(args.base_ms),
+                           "--budget", str(budget)]
     cmd = [launcher, "-n", str(args.workers), "-a", str(args.aggregators),
            "--", sys.executable, os.path.abspath(__file__)] + argv + \
           ["--log", log]
@@ -507,6 +517,7 @@ def run_policy(args, policy, launcher, workdir):
                ends.get(0, {}))
     return {"policy": policy, "status": proc.returncode, "wall_s": wall,
             "evals": evals, "reached_s": end.get("reached"),
+            "step_s": step_time(evals),
             "steps": ends.get(0, {}).get("steps"),
             "base_s": end.get("base_s"),
             "trained_s": end.get("trained_s"),
@@ -514,20 +525,47 @@ def run_policy(args, policy, launcher, workdir):
             "final_acc": evals[-1]["acc"] if evals else None}
 
 
+def step_time(evals):
+    """Training seconds per step between the first and the last
+    evaluation (the first steps' start-up left out), or None."""
+    if len(evals) < 2 or evals[-1]["steps"] <= evals[0]["steps"]:
+        return None
+    return (evals[-1]["t"] - evals[0]["t"]) / \
+        (evals[-1]["steps"] - evals[0]["steps"])
+
+
+def model_bsp(args, results):
+    """bsp stopped short of the target (--bsp-budget): its time to it is
+    --bsp-steps (counted, load-independent) x its measured step time."""
+    for r in results:
+        if r["policy"] == "bsp" and not r["reached_s"] and \
+                args.bsp_steps and r["step_s"]:
+            r["modelled_s"] = args.bsp_steps * r["step_s"]
+
+
 def print_table(args, results):
     ref = next((r for r in results if r["policy"] == "bsp"), results[0])
+    ref_s = ref["reached_s"] or ref.get("modelled_s")
     print(f"\ntime to {args.target_acc:.0%} test accuracy ({args.model}, "
           f"{args.workers} workers, speeds {args.speeds or 'all x1'}):")
     print(f"{'policy':8s} {'to target':>10s} {'speed-up':>9s} "
           f"{'final acc':>9s} {'steps w0':>9s} {'job s':>7s}")
     for r in results:
-        to = f"{r['reached_s']:.1f} s" if r["reached_s"] else "not reached"
-        up = f"{ref['reached_s'] / r['reached_s']:.2f}x" \
-            if r["reached_s"] and ref["reached_s"] else "-"
+        to = f"{r['reached_s']:.1f} s" if r["reached_s"] else \
+            f"~{r['modelled_s']:.1f} s" if r.get("modelled_s") else \
+            "not reached"
+        up = f"{ref_s / r['reached_s']:.2f}x" \
+            if r["reached_s"] and ref_s else "-"
         acc = f"{r['final_acc']:.4f}" if r["final_acc"] is not None else "-"
         print(f"{r['policy']:8s} {to:>10s} {up:>9s} {acc:>9s} "
               f"{r['steps'] or 0:>9d} {r['wall_s']:>7.0f}"
               + ("" if r["status"] == 0 else f"  (exit {r['status']})"))
+        if r.get("modelled_s"):
+            print(f"{'':8s} ~ modelled: {args.bsp_steps} steps to the "
+                  f"target (counted by esync_rounds.py --bsp) x "
+                  f"{r['step_s']:.3f} s a step (measured here over "
+                  f"{r['evals'][-1]['steps'] - r['evals'][0]['steps']} "
+                  f"steps, final acc {r['final_acc']:.4f})")
     rounds = [r for r in results if r["policy"] in ("esync", "fedavg")]
     if rounds:
         print("local steps per round, each worker (mean min-max of the "
@@ -585,6 +623,7 @@ def run_driver(args):
         prepare_data(args.data, workdir)
         for p in policies:
             results.append(run_policy(args, p, launcher, workdir))
+    model_bsp(args, results)
     print_table(args, results)
     if args.json:
         with open(args.json, "w") as f:

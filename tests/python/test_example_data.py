@@ -123,3 +123,23 @@ def test_the_idle_evaluation_scores_its_copy_piece_by_piece():
     idle.take(model, (20.0, 64, 11))  # the last one: all in one go
     assert idle.advance(float("inf"))[:2] == moved[:1] + (
         pytest.approx(moved[1], rel=1e-4),)
+
+
+def test_bsp_short_of_the_target_is_modelled_from_its_measured_steps():
+    # the step time runs from the first evaluation to the last: the first
+    # steps' start-up (30 s here) is left out
+    evals = [{"t": 30.0, "steps": 1}, {"t": 38.4, "steps": 3},
+             {"t": 72.0, "steps": 11}]
+    assert fm.step_time(evals) == pytest.approx(4.2)
+    assert fm.step_time(evals[:1]) is None
+    args = argparse.Namespace(bsp_steps=250)
+    short = {"policy": "bsp", "reached_s": None, "step_s": 4.2}
+    reached = dict(short, reached_s=99.0)
+    other = dict(short, policy="esync")
+    fm.model_bsp(args, [short, reached, other])
+    assert short["modelled_s"] == pytest.approx(1050.0)
+    assert "modelled_s" not in reached and "modelled_s" not in other
+    args.bsp_steps = 0  # not counted: nothing to model
+    unmodelled = {"policy": "bsp", "reached_s": None, "step_s": 4.2}
+    fm.model_bsp(args, [unmodelled])
+    assert "modelled_s" not in unmodelled
