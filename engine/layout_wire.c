@@ -6,10 +6,12 @@
 #include "util/alloc.h"
 #include "util/log.h"
 
-/* Bytes a tensor takes in a TENSORS message. */
+/* Bytes a tensor takes in a TENSORS message: its name's length, the name,
+ * dtype and count. */
+#define ENG_TENSOR_WIRE_MIN (2 + 1 + 8)
 static size_t eng_tensor_wire_len(const eng_tensor_desc_t *t)
 {
-    return 2 + strlen(t->name) + 1 + 8;
+    return ENG_TENSOR_WIRE_MIN + strlen(t->name);
 }
 
 strata_status_t eng_layout_send(eng_peer_t *peer,
@@ -53,13 +55,32 @@ static strata_status_t eng_layout_rx_start(eng_layout_rx_t *rx, eng_rbuf_t *r,
         util_error("malformed or repeated LAYOUT from %s", from);
         return STRATA_ERR_PROTO;
     }
-    rx->tensors = util_calloc(rx->ntensors, sizeof(*rx->tensors));
-    if (!rx->tensors) {
-        util_error("out of memory for a layout of %u tensors from %s",
-                   rx->ntensors, from);
+    rx->started = true;
+    return STRATA_OK;
+}
+
+/* Room for k more tensors. The array grows as their descriptions arrive
+ * (doubling, up to the announced count), not at LAYOUT: a count of up to
+ * 2^24 there would take 4.5 GB before one description came. (A chunk's k
+ * is bounded by its bytes.) */
+static strata_status_t eng_layout_rx_room(eng_layout_rx_t *rx, uint32_t k,
+                                          const char *from)
+{
+    uint32_t need = rx->nreceived + k;
+    if (need <= rx->cap)
+        return STRATA_OK;
+    uint64_t cap = (uint64_t)rx->cap * 2;
+    cap = cap < need ? need : cap > rx->ntensors ? rx->ntensors : cap;
+    eng_tensor_desc_t *t =
+        util_realloc(rx->tensors, (size_t)cap * sizeof(*rx->tensors));
+    if (!t) {
+        util_error("out of memory for %llu of the %u tensors of the layout "
+                   "from %s",
+                   (unsigned long long)cap, rx->ntensors, from);
         return STRATA_ERR_NOMEM;
     }
-    rx->started = true;
+    rx->tensors = t;
+    rx->cap = (uint32_t)cap;
     return STRATA_OK;
 }
 
@@ -69,8 +90,14 @@ static strata_status_t eng_layout_rx_chunk(eng_layout_rx_t *rx, eng_rbuf_t *r,
     uint32_t first = eng_get_u32(r);
     uint32_t k = eng_get_u16(r);
     if (!rx->started || first != rx->nreceived ||
-        k > rx->ntensors - rx->nreceived)
+        k > rx->ntensors - rx->nreceived ||
+        k > (r->len - r->pos) / ENG_TENSOR_WIRE_MIN)
         r->bad = true;
+    else {
+        strata_status_t st = eng_layout_rx_room(rx, k, from);
+        if (st != STRATA_OK)
+            return st;
+    }
     for (uint32_t i = 0; i < k && !r->bad; i++) {
         eng_tensor_desc_t *t = &rx->tensors[first + i];
         eng_get_str(r, t->name, sizeof(t->name));

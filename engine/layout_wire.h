@@ -16,8 +16,8 @@ strata_status_t eng_layout_send(eng_peer_t *peer,
 
 /* Reassembles one layout from its messages. */
 typedef struct eng_layout_rx {
-    eng_tensor_desc_t *tensors;
-    uint32_t ntensors, nreceived;
+    eng_tensor_desc_t *tensors; /* cap of them allocated, nreceived set */
+    uint32_t ntensors, nreceived, cap;
     uint64_t hash, partition_bytes;
     bool started, complete;
 } eng_layout_rx_t;

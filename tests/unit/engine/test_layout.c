@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include "engine/layout.h"
+#include "engine/layout_wire.h"
 #include "tests/support/test_log.h"
 #include "util/alloc.h"
 #include "util/log.h"
@@ -525,6 +526,102 @@ static void bad_descriptions_are_refused(void **state)
     test_log_stop();
 }
 
+/* Feed rx the message in w. */
+static strata_status_t rx_feed(eng_layout_rx_t *rx, const eng_wbuf_t *w)
+{
+    eng_rbuf_t r;
+    unsigned type;
+    eng_rbuf_init(&r, w->p, eng_wbuf_len(w), &type);
+    return eng_layout_rx_msg(rx, type, &r, "the test");
+}
+
+/* Feed rx a LAYOUT announcing n tensors (hashed, when tensors is set). */
+static strata_status_t rx_layout(eng_layout_rx_t *rx,
+                                 const eng_tensor_desc_t *tensors, uint32_t n)
+{
+    unsigned char buf[64];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_LAYOUT);
+    eng_put_u64(&w, tensors ? eng_layout_hash(tensors, n, 4096) : 0);
+    eng_put_u32(&w, n);
+    eng_put_u64(&w, 4096);
+    return rx_feed(rx, &w);
+}
+
+/* Feed rx the TENSORS chunk of tensors[first..first+k), saying it holds
+ * said of them. */
+static strata_status_t rx_chunk_saying(eng_layout_rx_t *rx,
+                                       const eng_tensor_desc_t *tensors,
+                                       uint32_t first, uint16_t k,
+                                       uint16_t said)
+{
+    unsigned char buf[1024];
+    eng_wbuf_t w;
+    eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_TENSORS);
+    eng_put_u32(&w, first);
+    eng_put_u16(&w, said);
+    for (uint32_t i = first; i < first + k; i++) {
+        eng_put_str(&w, tensors[i].name);
+        eng_put_u8(&w, (uint8_t)tensors[i].dtype);
+        eng_put_u64(&w, tensors[i].count);
+    }
+    return rx_feed(rx, &w);
+}
+
+static strata_status_t rx_chunk(eng_layout_rx_t *rx,
+                                const eng_tensor_desc_t *tensors,
+                                uint32_t first, uint16_t k)
+{
+    return rx_chunk_saying(rx, tensors, first, k, k);
+}
+
+/* A layout is reassembled from its chunks, exactly; its array grows with
+ * the descriptions that arrive, not to the count LAYOUT announces (a
+ * member's LAYOUT announcing 2^24 tensors took 4.5 GB at once: ASan's
+ * fuzz_engine_layout spent minutes in such allocations). */
+static void a_layout_takes_memory_as_its_tensors_arrive(void **state)
+{
+    (void)state;
+    eng_tensor_desc_t t[5];
+    for (int i = 0; i < 5; i++)
+        t[i] = desc(i % 2 ? "bias" : "weight", STRATA_FP32, 100u + i);
+    eng_layout_rx_t rx = {0};
+    assert_int_equal(rx_layout(&rx, t, 5), STRATA_OK);
+    assert_int_equal(rx_chunk(&rx, t, 0, 2), STRATA_OK);
+    assert_int_equal(rx_chunk(&rx, t, 2, 1), STRATA_OK);
+    assert_false(rx.complete);
+    assert_int_equal(rx_chunk(&rx, t, 3, 2), STRATA_OK);
+    assert_true(rx.complete);
+    assert_int_equal(rx.nreceived, 5);
+    assert_true(rx.cap >= 5);
+    for (int i = 0; i < 5; i++) {
+        assert_string_equal(rx.tensors[i].name, t[i].name);
+        assert_int_equal(rx.tensors[i].dtype, t[i].dtype);
+        assert_int_equal(rx.tensors[i].count, t[i].count);
+    }
+    eng_layout_rx_free(&rx);
+
+    assert_int_equal(rx_layout(&rx, NULL, 1u << 24), STRATA_OK);
+    assert_true(rx.cap == 0 && !rx.tensors);
+    assert_int_equal(rx_chunk(&rx, t, 0, 3), STRATA_OK);
+    assert_int_equal(rx_chunk(&rx, t, 3, 2), STRATA_OK);
+    assert_int_equal(rx.nreceived, 5);
+    assert_true(rx.cap >= 5 && rx.cap <= 10);
+    eng_layout_rx_free(&rx);
+
+    /* a chunk saying it holds more tensors than its bytes can: refused
+     * before any room is made for them */
+    test_log_start();
+    assert_int_equal(rx_layout(&rx, NULL, 1u << 24), STRATA_OK);
+    assert_int_equal(rx_chunk_saying(&rx, t, 0, 1, 60000), STRATA_ERR_PROTO);
+    assert_true(rx.cap == 0 && !rx.tensors);
+    assert_int_equal(test_log.errors, 1);
+    assert_non_null(strstr(test_log.last, "malformed TENSORS message from "
+                                          "the test"));
+    test_log_stop();
+    eng_layout_rx_free(&rx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -542,6 +639,7 @@ int main(void)
         cmocka_unit_test(hash_depends_on_everything),
         cmocka_unit_test(mismatch_names_first_difference),
         cmocka_unit_test(bad_descriptions_are_refused),
+        cmocka_unit_test(a_layout_takes_memory_as_its_tensors_arrive),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
