@@ -24,29 +24,50 @@ static const char *util_file_kind(mode_t mode)
 }
 
 /* Reads fd to its end, at most max + 1 bytes (one more than allowed tells
- * a file that grew past the bound since fstat). */
+ * a file that grew past the bound since fstat), into a buffer sized for
+ * the size fstat gave (size_hint) that grows if the file did: not max's
+ * (a megabyte for STRATA_CONFIG), which the sanitizers map and poison at
+ * every read. NUL-terminated. */
 static strata_status_t util_file_slurp(int fd, const char *what, size_t max,
-                                       char *buf, size_t *len_out)
+                                       size_t size_hint, char **buf_out,
+                                       size_t *len_out)
 {
-    size_t len = 0;
+    size_t len = 0, cap = (size_hint < max ? size_hint : max) + 2;
+    char *buf = util_malloc(cap), *more;
+    strata_status_t st = STRATA_ERR_NOMEM;
+    if (!buf)
+        return st;
     while (len <= max) {
-        ssize_t n = read(fd, buf + len, max + 1 - len);
+        if (len + 1 == cap) { /* full but for the NUL */
+            cap = cap - 2 < max / 2 ? 2 * cap : max + 2;
+            if (!(more = util_realloc(buf, cap)))
+                goto free_buf;
+            buf = more;
+        }
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
         if (n == 0)
             break;
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
             util_error("%s: read failed: %s", what, strerror(errno));
-            return STRATA_ERR_CONFIG;
+            st = STRATA_ERR_CONFIG;
+            goto free_buf;
         }
         len += (size_t)n;
     }
     if (len > max) {
         util_error("%s: longer than %zu bytes", what, max);
-        return STRATA_ERR_CONFIG;
+        st = STRATA_ERR_CONFIG;
+        goto free_buf;
     }
+    buf[len] = '\0';
+    *buf_out = buf;
     *len_out = len;
     return STRATA_OK;
+free_buf:
+    util_free(buf);
+    return st;
 }
 
 strata_status_t util_file_read(const char *path, const char *what, size_t max,
@@ -77,18 +98,11 @@ strata_status_t util_file_read(const char *path, const char *what, size_t max,
                    (long long)sb.st_size, max);
         goto close_fd;
     }
-    char *buf = util_malloc(max + 2);
-    if (!buf) {
-        st = STRATA_ERR_NOMEM;
+    char *buf;
+    size_t len;
+    st = util_file_slurp(fd, what, max, (size_t)sb.st_size, &buf, &len);
+    if (st != STRATA_OK)
         goto close_fd;
-    }
-    size_t len = 0;
-    st = util_file_slurp(fd, what, max, buf, &len);
-    if (st != STRATA_OK) {
-        util_free(buf);
-        goto close_fd;
-    }
-    buf[len] = '\0';
     *text_out = buf;
     if (len_out)
         *len_out = len;

@@ -72,6 +72,25 @@ static void longer_than_the_bound(void **state)
     test_log_expect("X=f: 9 bytes, longer than 8");
 }
 
+/* /proc's files are regular with a size of 0: what is read past the size
+ * fstat gave is kept, as long as it is within the bound. */
+static void a_file_longer_than_its_size_said(void **state)
+{
+    (void)state;
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(util_file_read("/proc/self/status", "X=status", 1u << 16,
+                                    false, &text, &len),
+                     STRATA_OK);
+    assert_true(len > 64 && strlen(text) == len);
+    assert_non_null(strstr(text, "\nPid:"));
+    util_free(text);
+    assert_int_equal(
+        util_file_read("/proc/self/status", "X=status", 64, false, &text, &len),
+        STRATA_ERR_CONFIG);
+    test_log_expect("X=status: longer than 64 bytes");
+}
+
 static void directory_refused(void **state)
 {
     (void)state;
@@ -111,6 +130,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(regular_file_read_whole),
         T(longer_than_the_bound),
+        T(a_file_longer_than_its_size_said),
         T(directory_refused),
         T(fifo_refused_at_once),
         T(missing_file),
