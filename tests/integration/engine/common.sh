@@ -68,6 +68,15 @@ wait_ranks() {
   done
 }
 
+# seeded: RANDOM from SEED (the caller's copy of STRATA_TEST_SEED, read
+# before this file unset it) or from the clock, printed so that a failure
+# can be run again.
+seeded() {
+  SEED=${SEED:-$((10#$(date +%N) % 100000))}
+  RANDOM=$SEED
+  echo "seed $SEED (STRATA_TEST_SEED=$SEED runs the same kills again)"
+}
+
 # wait_log R PATTERN SECONDS: wait until rank R logged PATTERN.
 wait_log() {
   local t0=$SECONDS
