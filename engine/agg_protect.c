@@ -27,6 +27,13 @@
  * sends its fragment of each of the lost shard's stripes at the agreed
  * clock to the rebuilder (REBUILD, FRAG), which decodes the shard and
  * checks it against the CRC32C its owner said of it (REBUILT).
+ *
+ * Places. The geometry's n places are the shards (protect.h), each held
+ * by one aggregator: its own at first. A spare that takes a shard over
+ * holds that shard's place from then on (its pieces from its snapshot of
+ * the shard, its parity fragments) beside its own, whose data is zero: the
+ * stripes stay the same, and protection goes on from the next clock named
+ * (eng_agg_protect_moved). Any other takeover ends protection.
  */
 #include <inttypes.h>
 #include <string.h>
@@ -95,15 +102,22 @@ struct eng_agg_protect {
     uint32_t snap_crc;      /* of the snapshot's payload */
     uint64_t cursor, total; /* chunks of the snapshot sent, and to send */
     uint64_t skipped;
-    eng_held_t *held; /* [m] */
+    eng_held_t *held; /* [nheld]: m per place held here */
+    uint32_t nheld;
     int64_t reported; /* the last clock said PROTECTED of, 0: none */
     int64_t flip_at;  /* STRATA_PROTECT_FLIP, 0: never */
     bool sealed_once;
     /* Per aggregator rank: this one's fragments of its shard to send to
-     * its rebuilder, and whether it is lost (named by a REBUILD). */
+     * its rebuilder. Per place: whether its holder is lost (named by a
+     * REBUILD), and who holds it (an aggregator rank). */
     eng_send_frags_t *out;
     bool *gone;
-    eng_rebuild_t *rb; /* the rebuild done here, if any */
+    uint32_t *holder;
+    uint32_t place;              /* the place whose shard is snapshot here */
+    uint32_t places[2], nplaces; /* the places held here */
+    unsigned char *zero;         /* frag zero bytes: a spare's own data */
+    bool over;                   /* protection ended by a takeover */
+    eng_rebuild_t *rb;           /* the rebuild done here, if any */
 };
 
 /* The bytes shard s keeps in a snapshot: its model, then the momentum and
@@ -128,16 +142,16 @@ static uint32_t eng_protect_npieces(const eng_protect_t *p, uint64_t payload)
     return (uint32_t)((payload + p->frag - 1) / p->frag);
 }
 
-static strata_status_t eng_protect_held_init(eng_agg_t *a,
-                                             struct eng_agg_protect *pr)
+/* The m parity fragments of `place`, held here from now on (pr->held has
+ * room for two places: a spare's own and the one it takes over). */
+static strata_status_t
+eng_protect_held_add(eng_agg_t *a, struct eng_agg_protect *pr, uint32_t place)
 {
     const eng_protect_t *p = &pr->geo;
-    pr->held = util_calloc(p->m, sizeof(*pr->held));
-    if (!pr->held)
-        return STRATA_ERR_NOMEM;
+    pr->places[pr->nplaces++] = place;
     for (uint32_t j = 0; j < p->m; j++) {
-        eng_held_t *h = &pr->held[j];
-        uint32_t s = eng_protect_parity_stripe(p, a->shard, j);
+        eng_held_t *h = &pr->held[pr->nheld++];
+        uint32_t s = eng_protect_parity_stripe(p, place, j);
         h->sealed = (eng_frag_t){.stripe = s, .index = p->k + j, .clock = -1};
         h->agreed = h->building = h->sealed;
         h->agreed.bytes = util_aligned_alloc(64, p->frag);
@@ -157,6 +171,21 @@ static strata_status_t eng_protect_held_init(eng_agg_t *a,
 }
 
 static void eng_protect_report(strata_ctx_t *ctx, int64_t clock);
+
+/* Where each partition's momentum and master go in a snapshot of shard s
+ * (after its model, in the order of its partitions: eng_protect_payload),
+ * every partition held here being of shard s. */
+static void eng_protect_offsets(eng_agg_t *a, uint32_t s)
+{
+    uint64_t off = a->layout->shard_bytes[s];
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        eng_apart_t *ap = &a->parts[i];
+        uint64_t n = ap->part->count * sizeof(float);
+        ap->prot_off = off;
+        ap->prot_at = -1;
+        off += (ap->momentum ? n : 0) + (ap->master ? n : 0);
+    }
+}
 
 strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
 {
@@ -196,10 +225,15 @@ strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
     const eng_protect_t *p = &pr->geo;
     pr->out = util_calloc(p->n, sizeof(*pr->out));
     pr->gone = util_calloc(p->n, sizeof(*pr->gone));
-    if (!pr->out || !pr->gone)
+    pr->holder = util_calloc(p->n, sizeof(*pr->holder));
+    pr->held = util_calloc(2 * (size_t)p->m, sizeof(*pr->held));
+    if (!pr->out || !pr->gone || !pr->holder || !pr->held)
         return STRATA_ERR_NOMEM;
-    for (uint32_t l = 0; l < p->n; l++)
+    for (uint32_t l = 0; l < p->n; l++) {
         pr->out[l].clock = -1;
+        pr->holder[l] = l;
+    }
+    pr->place = a->shard;
     pr->payload = eng_protect_payload(a, a->shard);
     pr->snap = util_aligned_alloc(64, (size_t)p->k * p->frag);
     pr->kept = util_aligned_alloc(64, (size_t)p->k * p->frag);
@@ -207,15 +241,8 @@ strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
         return STRATA_ERR_NOMEM;
     memset(pr->snap, 0, (size_t)p->k * p->frag);
     memset(pr->kept, 0, (size_t)p->k * p->frag);
-    uint64_t off = a->layout->shard_bytes[a->shard];
-    for (uint32_t i = 0; i < a->nparts; i++) {
-        eng_apart_t *ap = &a->parts[i];
-        uint64_t n = ap->part->count * sizeof(float);
-        ap->prot_off = off;
-        ap->prot_at = -1;
-        off += (ap->momentum ? n : 0) + (ap->master ? n : 0);
-    }
-    st = eng_protect_held_init(a, pr);
+    eng_protect_offsets(a, a->shard);
+    st = eng_protect_held_add(a, pr, a->shard);
     if (st != STRATA_OK)
         return st;
     util_info("shard %u: protected every %" PRId64 " clocks by %u parity "
@@ -255,8 +282,8 @@ static void eng_protect_report(strata_ctx_t *ctx, int64_t clock)
     if (clock != pr->next || clock <= pr->reported ||
         (a->nparts && (pr->snap_clock != clock || pr->cursor < pr->total)))
         return;
-    for (uint32_t j = 0; j < pr->geo.m; j++)
-        if (pr->held[j].want && pr->held[j].sealed.clock != clock)
+    for (uint32_t h = 0; h < pr->nheld; h++)
+        if (pr->held[h].want && pr->held[h].sealed.clock != clock)
             return;
     eng_protect_say(ctx, clock, false);
 }
@@ -324,6 +351,12 @@ void eng_agg_protect_note(strata_ctx_t *ctx, uint32_t i)
 }
 
 /* The snapshot's pieces, while the control backlog is empty. */
+static void eng_protect_add_piece(strata_ctx_t *ctx, eng_held_t *h, uint32_t i,
+                                  int64_t clock, uint64_t off, uint32_t len,
+                                  const unsigned char *bytes);
+static eng_held_t *eng_protect_held_of(struct eng_agg_protect *pr, uint32_t s,
+                                       uint32_t index);
+
 static void eng_protect_send_pieces(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
@@ -335,11 +368,21 @@ static void eng_protect_send_pieces(strata_ctx_t *ctx)
         uint32_t j = (uint32_t)(pr->cursor / chunks % p->m);
         uint64_t off = pr->cursor % chunks * ENG_PROTECT_CHUNK;
         uint64_t len = eng_protect_chunk_len(p, off);
-        uint32_t s = eng_protect_data_stripe(p, a->shard, i);
+        uint32_t s = eng_protect_data_stripe(p, pr->place, i);
+        uint32_t to = pr->holder[eng_protect_holder(p, s, p->k + j)];
+        const unsigned char *piece = pr->snap + (uint64_t)i * p->frag + off;
+        if (to == a->shard) { /* a spare's own place holds that parity */
+            pr->cursor++;
+            eng_protect_add_piece(ctx, eng_protect_held_of(pr, s, p->k + j), i,
+                                  pr->snap_clock, off, (uint32_t)len, piece);
+            if (pr->cursor == pr->total)
+                eng_protect_report(ctx, pr->snap_clock);
+            continue;
+        }
         unsigned char buf[TP_MSG_MAX];
         eng_wbuf_t w;
         eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_PIECE);
-        eng_put_u32(&w, eng_protect_holder(p, s, p->k + j));
+        eng_put_u32(&w, to);
         eng_put_u32(&w, p->m);
         eng_put_u64(&w, p->frag);
         eng_put_u32(&w, s);
@@ -347,8 +390,7 @@ static void eng_protect_send_pieces(strata_ctx_t *ctx)
         eng_put_u32(&w, j);
         eng_put_i64(&w, pr->snap_clock);
         eng_put_u64(&w, off);
-        eng_put_bytes(&w, pr->snap + (uint64_t)i * p->frag + off,
-                      (uint32_t)len);
+        eng_put_bytes(&w, piece, (uint32_t)len);
         strata_status_t st = eng_send(&ctx->coord_peer, &w, NULL);
         if (st != STRATA_OK) {
             /* The coordinator is gone: its disconnect fails the job. */
@@ -365,26 +407,38 @@ static void eng_protect_send_pieces(strata_ctx_t *ctx)
     }
 }
 
-/* This aggregator's fragment of stripe s at `clock` (data from the kept
- * snapshot, parity it holds), or NULL (logged) if it holds none of it. */
+/* The parity fragment (stripe s, index) held here, or NULL. */
+static eng_held_t *eng_protect_held_of(struct eng_agg_protect *pr, uint32_t s,
+                                       uint32_t index)
+{
+    for (uint32_t h = 0; h < pr->nheld; h++)
+        if (pr->held[h].sealed.stripe == s && pr->held[h].sealed.index == index)
+            return &pr->held[h];
+    return NULL;
+}
+
+/* The fragment of stripe s at `clock` of a place held here (data from the
+ * kept snapshot, or zero for a spare's own place; parity it holds), or
+ * NULL if it has none of that clock. */
 static const eng_frag_t *eng_protect_mine(strata_ctx_t *ctx, uint32_t s,
-                                          int64_t clock, eng_frag_t *data)
+                                          uint32_t place, int64_t clock,
+                                          eng_frag_t *data)
 {
     eng_agg_t *a = ctx->agg;
     struct eng_agg_protect *pr = a->prot;
     const eng_protect_t *p = &pr->geo;
-    uint32_t f = 0;
-    while (eng_protect_holder(p, s, f) != a->shard)
-        f++;
+    uint32_t f = (place + p->n - s) % p->n; /* eng_protect_holder's inverse */
     if (f < p->k) {
-        if (pr->kept_clock != clock && !(a->nparts == 0 && pr->payload == 0))
+        bool empty = place != pr->place || (a->nparts == 0 && pr->payload == 0);
+        if (pr->kept_clock != clock && !empty)
             return NULL;
         *data = (eng_frag_t){.stripe = s, .index = f, .clock = clock};
-        data->bytes = pr->kept + (uint64_t)f * p->frag;
+        data->bytes =
+            place != pr->place ? pr->zero : pr->kept + (uint64_t)f * p->frag;
         data->crc = strata_crc32c(0, data->bytes, p->frag);
         return data;
     }
-    eng_held_t *h = &pr->held[f - p->k];
+    eng_held_t *h = eng_protect_held_of(pr, s, f);
     if (!h->want && h->agreed.clock != clock) { /* an all-zero stripe */
         memset(h->agreed.bytes, 0, p->frag);
         h->agreed.clock = clock;
@@ -422,12 +476,13 @@ static void eng_protect_send_frags(strata_ctx_t *ctx)
     for (uint32_t lost = 0; lost < p->n; lost++) {
         eng_send_frags_t *o = &pr->out[lost];
         while (o->cursor < o->total && !ctx->msgs.head) {
-            uint32_t i = (uint32_t)(o->cursor / chunks);
+            uint32_t i = (uint32_t)(o->cursor / (pr->nplaces * chunks));
+            uint32_t q = pr->places[o->cursor / chunks % pr->nplaces];
             uint64_t off = o->cursor % chunks * ENG_PROTECT_CHUNK;
             uint64_t len = eng_protect_chunk_len(p, off);
             uint32_t s = eng_protect_data_stripe(p, lost, i);
             eng_frag_t data;
-            const eng_frag_t *f = eng_protect_mine(ctx, s, o->clock, &data);
+            const eng_frag_t *f = eng_protect_mine(ctx, s, q, o->clock, &data);
             if (!f) {
                 char why[160];
                 snprintf(why, sizeof(why),
@@ -500,6 +555,30 @@ static void eng_protect_held_seal(strata_ctx_t *ctx, eng_held_t *h)
     eng_protect_report(ctx, h->sealed.clock);
 }
 
+/* A chunk of data fragment i of held fragment h's stripe at `clock`. */
+static void eng_protect_add_piece(strata_ctx_t *ctx, eng_held_t *h, uint32_t i,
+                                  int64_t clock, uint64_t off, uint32_t len,
+                                  const unsigned char *bytes)
+{
+    const eng_protect_t *p = &ctx->agg->prot->geo;
+    if (clock <= h->sealed.clock || clock < h->building.clock)
+        return; /* a newer protection is under way */
+    if (clock > h->building.clock) {
+        if (h->in)
+            util_debug("shard %u: parity fragment %u of stripe %u of clock "
+                       "%" PRId64 " abandoned for clock %" PRId64,
+                       ctx->agg->shard, h->sealed.index, h->sealed.stripe,
+                       h->building.clock, clock);
+        eng_protect_parity_reset(p, &h->building, h->sealed.stripe,
+                                 h->sealed.index, clock);
+        h->in = 0;
+    }
+    eng_protect_parity_add_at(p, &h->building, i, off, len, bytes);
+    h->in += len;
+    if (h->in == h->want)
+        eng_protect_held_seal(ctx, h);
+}
+
 static strata_status_t eng_protect_on_piece(strata_ctx_t *ctx, eng_rbuf_t *r)
 {
     eng_agg_t *a = ctx->agg;
@@ -522,30 +601,17 @@ static strata_status_t eng_protect_on_piece(strata_ctx_t *ctx, eng_rbuf_t *r)
         return STRATA_ERR_CONFIG;
     }
     const eng_protect_t *p = &pr->geo;
-    if (dst != a->shard || i >= p->k || j >= p->m ||
-        eng_protect_parity_stripe(p, a->shard, j) != s || clock < 1 ||
-        off > frag || len > frag - off || len % 64) {
+    eng_held_t *h = j < p->m ? eng_protect_held_of(pr, s, p->k + j) : NULL;
+    if (dst != a->shard || i >= p->k || !h || clock < 1 || off > frag ||
+        len > frag - off || len % 64) {
         util_error("shard %u: a protection piece that does not fit here "
                    "(for aggregator %u, stripe %u, piece %u, parity %u, "
                    "bytes %" PRIu64 "+%u of %" PRIu64 ")",
                    a->shard, dst, s, i, j, off, len, frag);
         return STRATA_ERR_PROTO;
     }
-    eng_held_t *h = &pr->held[j];
-    if (clock <= h->sealed.clock || clock < h->building.clock)
-        return STRATA_OK; /* a newer protection is under way */
-    if (clock > h->building.clock) {
-        if (h->in)
-            util_debug("shard %u: parity fragment %u of stripe %u of clock "
-                       "%" PRId64 " abandoned for clock %" PRId64,
-                       a->shard, p->k + j, s, h->building.clock, clock);
-        eng_protect_parity_reset(p, &h->building, s, p->k + j, clock);
-        h->in = 0;
-    }
-    eng_protect_parity_add_at(p, &h->building, i, off, len, bytes);
-    h->in += len;
-    if (h->in == h->want)
-        eng_protect_held_seal(ctx, h);
+    if (!pr->over)
+        eng_protect_add_piece(ctx, h, i, clock, off, len, bytes);
     return STRATA_OK;
 }
 
@@ -558,6 +624,8 @@ static strata_status_t eng_protect_on_protect(strata_ctx_t *ctx, eng_rbuf_t *r)
     int64_t agreed = eng_get_i64(r), next = eng_get_i64(r);
     if (!eng_rbuf_ok(r) || agreed < 0 || next < 1)
         return STRATA_ERR_PROTO;
+    if (pr->over)
+        return STRATA_OK; /* one said before the takeover ended it */
     if (agreed > pr->kept_clock && agreed == pr->snap_clock) {
         unsigned char *t = pr->kept;
         pr->kept = pr->snap;
@@ -566,7 +634,7 @@ static strata_status_t eng_protect_on_protect(strata_ctx_t *ctx, eng_rbuf_t *r)
     }
     if (agreed > 0)
         eng_metrics_protected(ctx, agreed);
-    for (uint32_t j = 0; j < pr->geo.m; j++) {
+    for (uint32_t j = 0; j < pr->nheld; j++) {
         eng_held_t *h = &pr->held[j];
         if (agreed > 0 && h->sealed.clock == agreed) {
             eng_frag_t t = h->agreed;
@@ -678,10 +746,12 @@ static strata_status_t eng_protect_rebuild_start(strata_ctx_t *ctx,
         if (!(rb->have[f].bytes = util_aligned_alloc(64, p->frag)))
             goto nomem;
     }
-    for (uint32_t i = 0; i < p->k; i++) {
+    for (uint32_t n = 0; n < p->k * pr->nplaces; n++) {
+        uint32_t i = n / pr->nplaces;
         uint32_t s = eng_protect_data_stripe(p, lost, i);
         eng_frag_t data;
-        const eng_frag_t *f = eng_protect_mine(ctx, s, clock, &data);
+        const eng_frag_t *f =
+            eng_protect_mine(ctx, s, pr->places[n % pr->nplaces], clock, &data);
         if (!f) {
             char why[160];
             snprintf(why, sizeof(why),
@@ -722,7 +792,7 @@ static strata_status_t eng_protect_on_rebuild(strata_ctx_t *ctx, eng_rbuf_t *r)
     int64_t clock = eng_get_i64(r);
     uint32_t by = eng_get_u32(r), crc = eng_get_u32(r);
     if (!eng_rbuf_ok(r) || lost >= p->n || by >= p->n || lost == a->shard ||
-        by == lost || clock < 1 || pr->gone[by] ||
+        pr->holder[lost] != lost || by == lost || clock < 1 || pr->gone[by] ||
         (by == a->shard && pr->rb && pr->rb->lost != lost))
         return STRATA_ERR_PROTO;
     util_info("shard %u: aggregator %u is lost; its shard is rebuilt at "
@@ -733,8 +803,10 @@ static strata_status_t eng_protect_on_rebuild(strata_ctx_t *ctx, eng_rbuf_t *r)
     if (by == a->shard)
         return pr->rb ? STRATA_OK
                       : eng_protect_rebuild_start(ctx, lost, clock, crc);
-    pr->out[lost] = (eng_send_frags_t){
-        .clock = clock, .to = by, .total = p->k * eng_protect_chunks(p)};
+    pr->out[lost] =
+        (eng_send_frags_t){.clock = clock,
+                           .to = by,
+                           .total = p->k * pr->nplaces * eng_protect_chunks(p)};
     if (pr->rb && pr->rb->lost != lost && !pr->rb->decoded) {
         for (uint32_t i = 0; i < p->k; i++) {
             uint32_t s = eng_protect_data_stripe(p, pr->rb->lost, i);
@@ -817,7 +889,7 @@ const unsigned char *eng_agg_protect_rebuilt(const eng_agg_t *a, uint32_t lost,
                : NULL;
 }
 
-void eng_agg_protect_stop(eng_agg_t *a)
+static void eng_agg_protect_stop(eng_agg_t *a)
 {
     struct eng_agg_protect *pr = a->prot;
     if (!pr)
@@ -837,12 +909,73 @@ void eng_agg_protect_stop(eng_agg_t *a)
     pr->rb = NULL;
 }
 
+/* A spare took shard `lost` over: it holds that place from now on, so the
+ * stripes stay; what was kept or under way at the old holders is dropped,
+ * and protection starts again at the next clock the coordinator names. */
+static strata_status_t eng_protect_resume(strata_ctx_t *ctx, uint32_t lost,
+                                          uint32_t taker)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    const eng_protect_t *p = &pr->geo;
+    pr->holder[lost] = taker;
+    pr->gone[lost] = false;
+    pr->next = pr->ncopied = 0;
+    pr->cursor = pr->total;
+    pr->snap_clock = pr->kept_clock = -1;
+    for (uint32_t l = 0; l < p->n; l++)
+        pr->out[l] = (eng_send_frags_t){.clock = -1};
+    for (uint32_t h = 0; h < pr->nheld; h++) {
+        pr->held[h].agreed.clock = pr->held[h].sealed.clock = -1;
+        pr->held[h].building.clock = -1;
+        pr->held[h].in = 0;
+    }
+    if (taker != a->shard)
+        return STRATA_OK;
+    /* Here: the shard's place, its snapshot, and zero for the own data. */
+    pr->zero = util_aligned_alloc(64, p->frag);
+    if (!pr->zero)
+        return STRATA_ERR_NOMEM;
+    memset(pr->zero, 0, p->frag);
+    pr->place = lost;
+    pr->payload = eng_protect_payload(a, lost);
+    eng_protect_offsets(a, lost);
+    util_info("shard %u: holds the place of shard %u in the protection "
+              "from now on (its pieces and %u parity fragments)",
+              a->shard, lost, p->m);
+    return eng_protect_held_add(a, pr, lost);
+}
+
+strata_status_t eng_agg_protect_moved(strata_ctx_t *ctx, uint32_t lost,
+                                      uint32_t taker)
+{
+    eng_agg_t *a = ctx->agg;
+    struct eng_agg_protect *pr = a->prot;
+    const bool *spare = eng_spare_shards(ctx);
+    if (!pr || pr->over)
+        return STRATA_OK;
+    /* A spare holds one place of its own, with no data, and room for one
+     * more (the coordinator picks a taker that took none yet); it takes a
+     * spare's place over only as a survivor would. */
+    if (spare && spare[taker] && !spare[lost]) {
+        eng_rebuild_t *rb = pr->rb;
+        if (!rb || rb->lost == lost) { /* one rebuilt for later is kept */
+            eng_rebuild_free(pr->rb, pr->geo.k * (pr->geo.n - 1));
+            pr->rb = NULL;
+        }
+        return eng_protect_resume(ctx, lost, taker);
+    }
+    pr->over = true;
+    eng_agg_protect_stop(a);
+    return STRATA_OK;
+}
+
 void eng_agg_protect_free(eng_agg_t *a)
 {
     struct eng_agg_protect *pr = a->prot;
     if (!pr)
         return;
-    for (uint32_t j = 0; pr->held && j < pr->geo.m; j++) {
+    for (uint32_t j = 0; pr->held && j < pr->nheld; j++) {
         eng_held_t *h = &pr->held[j];
         if (h->sealed.clock >= 0 && h->sealed.bytes)
             eng_protect_intact(&pr->geo, &h->sealed);
@@ -856,6 +989,8 @@ void eng_agg_protect_free(eng_agg_t *a)
     util_free(pr->held);
     util_free(pr->out);
     util_free(pr->gone);
+    util_free(pr->holder);
+    util_free(pr->zero);
     util_free(pr->snap);
     util_free(pr->kept);
     eng_protect_fini(&pr->geo);

@@ -7,7 +7,8 @@
  * checked against its CRC32C, is already here. On TAKEOVER (the lost
  * aggregator, the taker, the protected clock P, the resume clock R) every
  * survivor moves the shard in its layout (a region of its own at the
- * taker, layout.h) and stops protecting (the geometry is one shard each).
+ * taker, layout.h); protection goes on when the taker is a spare (it
+ * holds the lost shard's place), else it stops (eng_agg_protect_moved).
  * The taker installs each of the shard's partitions: the model, momentum
  * and fp32 master of the snapshot at P, and a tracker at R, as if every
  * clock before R were applied: clocks P..R-1 of the shard are lost, no
@@ -267,16 +268,14 @@ strata_status_t eng_agg_takeover_msg(strata_ctx_t *ctx, eng_rbuf_t *r)
         eng_agg_ckpt_free(a);
     }
     if (taker != a->shard) {
-        eng_agg_protect_stop(a);
+        st = eng_agg_protect_moved(ctx, lost, taker);
         util_info("shard %u: shard %u is taken over by aggregator %u from "
                   "clock %" PRId64,
                   a->shard, lost, taker, resume);
-        return STRATA_OK;
+        return st;
     }
-    if (region == UINT32_MAX) { /* a shard without partitions */
-        eng_agg_protect_stop(a);
-        return STRATA_OK;
-    }
+    if (region == UINT32_MAX) /* a shard without partitions */
+        return eng_agg_protect_moved(ctx, lost, taker);
     const unsigned char *snap = eng_agg_protect_rebuilt(a, lost, clock);
     uint32_t nparts0 = a->nparts, npieces0 = a->npieces;
     if (!snap || region != a->nregions + 1 ||
@@ -296,7 +295,8 @@ strata_status_t eng_agg_takeover_msg(strata_ctx_t *ctx, eng_rbuf_t *r)
     st = eng_takeover_region(ctx, lost);
     if (st == STRATA_OK)
         st = eng_takeover_parts(ctx, snap, lost, at);
-    eng_agg_protect_stop(a);
+    if (st == STRATA_OK)
+        st = eng_agg_protect_moved(ctx, lost, taker);
     for (eng_wlink_t *l = a->accepted; st == STRATA_OK && l; l = l->next)
         if (l->slots_sent)
             st = eng_takeover_grow_link(a, l, nparts0, npieces0);

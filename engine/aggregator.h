@@ -313,9 +313,13 @@ void eng_agg_protect_free(eng_agg_t *a);
  * or NULL. */
 const unsigned char *eng_agg_protect_rebuilt(const eng_agg_t *a, uint32_t lost,
                                              int64_t clock);
-/* After a takeover: nothing more is protected (one shard each no longer
- * holds), the rebuild's memory freed. */
-void eng_agg_protect_stop(eng_agg_t *a);
+/* TAKEOVER of shard `lost` by aggregator `taker`, after the taker
+ * installed it: by a spare, the taker holds the lost shard's place in the
+ * protection from then on, which resumes at the next clock named; by any
+ * other, nothing more is protected (one shard each no longer holds). A
+ * rebuild's memory is freed unless its own takeover is still to come. */
+strata_status_t eng_agg_protect_moved(strata_ctx_t *ctx, uint32_t lost,
+                                      uint32_t taker);
 
 /* ---- agg_takeover.c ---- */
 

@@ -50,6 +50,7 @@ typedef struct eng_member {
      * so), or was taken over; and how it was lost. */
     bool rebuilding, rebuilt, taken;
     int rebuild_by;
+    bool took; /* took a shard over: its room for one more is used */
     char lost_why[384];
     char name[ENG_PEER_NAME_MAX]; /* eng_member_name's, after HELLO */
 } eng_member_t;
@@ -82,6 +83,7 @@ struct eng_coord {
      * them). */
     char unmended[TP_MSG_MAX + 64];
     int ntaken;
+    bool prot_over; /* a takeover by an aggregator with a shard ended it */
     uint64_t held_until_ns; /* a failure held (0: none), and its words */
     char held_why[TP_MSG_MAX + 64];
     /* Rejoining, one at a time and never during a drop (coord_rejoin.c):

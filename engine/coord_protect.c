@@ -36,16 +36,24 @@
  * aggregator: the taker serves the rebuilt shard as the model of clock R
  * and applies pushes from R on; clocks P..R-1 of that shard are lost, no
  * other shard is rolled back. Rebuilds and agreement are bounded by half
- * of STRATA_TIMEOUT_MS from the latest loss. After the takeovers nothing
- * is protected any more (the geometry is one shard per aggregator): a
- * later loss fails the job. Under gssp each worker resumes at a clock of
- * its own (R or later: its group's members at one clock of the group,
- * eng_members_resume, which the taker computes alike from R); no regroup
+ * of STRATA_TIMEOUT_MS from the latest loss. Under gssp each worker resumes at
+ * a clock of its own (R or later: its group's members at one clock of the
+ * group, eng_members_resume, which the taker computes alike from R); no regroup
  * starts while a loss is mended, and one under way ends first, without
  * the lost aggregators (coord_regroup.c). bsp, ssp, asp and gssp only:
  * under esync, fedavg or STRATA_OPTIMIZER=sum, or when a rank failed for
  * another reason meanwhile, the job fails once the shards are rebuilt,
  * saying why.
+ *
+ * Again. A spare (no shard of its own) that takes a shard over holds that
+ * shard's place in the stripes from then on (agg_protect.c), so when
+ * every taker was a spare, protection goes on: the next clock is named
+ * past every resume clock, and once it is agreed a later loss is rebuilt
+ * and taken over as the first was (by another spare, or a survivor with
+ * room). The spare that took a shard is not: its two places would be two
+ * erasures (failed, named). After a takeover by an aggregator that holds
+ * a shard, nothing is protected any more (the geometry is one shard per
+ * aggregator): a later loss fails the job.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -107,7 +115,7 @@ void eng_coord_on_protected(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
                  eng_member_name(m));
         return;
     }
-    if (clock != c->prot_next || c->nrebuilding || c->ntaken)
+    if (clock != c->prot_next || c->nrebuilding || c->prot_over)
         return; /* an abandoned clock's late word, or protection over */
     c->prot_reached = reached > c->prot_reached ? reached : c->prot_reached;
     if (missed) {
@@ -120,11 +128,15 @@ void eng_coord_on_protected(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
     m->prot_said = clock;
     m->prot_crc = crc;
     for (int a = 0; a < ctx->naggs; a++)
-        if (c->by_rank[a]->prot_said != clock)
+        if (c->by_rank[a]->prot_said != clock && !c->by_rank[a]->taken)
             return;
     for (int a = 0; a < ctx->naggs; a++)
         c->by_rank[a]->agreed_crc = c->by_rank[a]->prot_crc;
-    if (c->protected_clock == 0)
+    if (c->protected_clock == 0 && c->ntaken)
+        util_info("every shard protected again at clock %" PRId64
+                  " after the takeover by a spare",
+                  clock);
+    else if (c->protected_clock == 0)
         util_info("every shard protected at clock %" PRId64
                   " (then at debug level)",
                   clock);
@@ -174,7 +186,8 @@ static bool eng_coord_rebuild_assign(strata_ctx_t *ctx, eng_member_t *l)
     uint32_t held[AGG_EC_MAX_FRAGMENTS];
     for (int a = 0; a < ctx->naggs && a < AGG_EC_MAX_FRAGMENTS; a++) {
         const eng_member_t *o = c->by_rank[a];
-        alive[a] = o->peer.up && !o->bye && !o->rebuilding && !o->taken;
+        alive[a] =
+            o->peer.up && !o->bye && !o->rebuilding && !o->taken && !o->took;
         /* protection: one shard each until a takeover, none on a spare */
         held[a] = !ctx->roster->spare[a];
     }
@@ -220,13 +233,25 @@ bool eng_coord_protect_lost(strata_ctx_t *ctx, eng_member_t *m, const char *msg)
     }
     if (!agg || c->protected_clock == 0 || m->rebuilding || m->taken)
         return false;
-    if (c->ntaken) {
+    if (c->prot_over) {
         eng_fail(ctx, STRATA_ERR_PEER,
                  "aggregator %s %s; the shards are no longer protected since "
                  "%s %s taken over: the job cannot go on",
                  eng_member_name(m), msg,
                  eng_coord_lost_list(ctx, true, "shard", list, sizeof(list)),
                  c->ntaken > 1 ? "were" : "was");
+        return true;
+    }
+    for (int a = 0; m->took && a < ctx->naggs; a++) {
+        const eng_member_t *t = c->by_rank[a];
+        if (!t->taken || t->rebuild_by != m->peer.rank)
+            continue;
+        eng_fail(ctx, STRATA_ERR_PEER,
+                 "aggregator %s %s; the spare held shard %d's place in the "
+                 "protection beside its own since it took that shard over, "
+                 "and rebuilding two places of one aggregator is not built: "
+                 "the job cannot go on",
+                 eng_member_name(m), msg, a);
         return true;
     }
     m->rebuilding = true;
@@ -290,7 +315,7 @@ bool eng_coord_protect_hold(strata_ctx_t *ctx, eng_member_t *m,
     if (eng_coord_lost_mended(ctx, m))
         return true;
     if (!c->nrebuilding &&
-        (c->protected_clock == 0 || c->ntaken || st != STRATA_ERR_PEER))
+        (c->protected_clock == 0 || c->prot_over || st != STRATA_ERR_PEER))
         return false;
     /* A worker that said LOST waits for the takeover; any other failure is
      * one a takeover does not mend: it ends the job once the rebuild did. */
@@ -315,7 +340,7 @@ void eng_coord_on_lost(strata_ctx_t *ctx, eng_member_t *m, eng_rbuf_t *r)
 {
     uint32_t agg = eng_get_u32(r);
     int64_t first = eng_get_i64(r);
-    if (ctx->coord->ntaken)
+    if (ctx->coord->prot_over)
         return; /* nothing is protected any more: its FAILED decides */
     if (!eng_rbuf_ok(r) || m->peer.rank < ctx->naggs ||
         agg >= (uint32_t)ctx->naggs || first < 0 ||
@@ -398,6 +423,9 @@ static bool eng_coord_takeover(strata_ctx_t *ctx, eng_member_t *l)
         util_free(at); /* a regroup ends first: asked again then */
         return false;
     }
+    /* Protection, if it goes on, is named past every resume clock. */
+    int64_t past = hi > resume ? hi : resume;
+    c->prot_reached = past > c->prot_reached ? past : c->prot_reached;
     unsigned char buf[32];
     eng_wbuf_t w;
     for (int r = 0; r < ctx->size; r++) {
@@ -476,6 +504,14 @@ void eng_coord_takeover_try(strata_ctx_t *ctx)
                 (!m->lost_first || m->lost_first[a] < 0))
                 return; /* the rebuild's deadline bounds the wait */
     }
+    /* Taken by spares, every place is held again (agg_protect.c). */
+    const bool *spare = eng_spare_shards(ctx);
+    bool again = spare != NULL;
+    for (int a = 0; a < ctx->naggs; a++) {
+        const eng_member_t *l = c->by_rank[a];
+        if (l->rebuilding)
+            again = again && spare[l->rebuild_by] && !spare[a];
+    }
     for (int a = 0; a < ctx->naggs; a++) {
         eng_member_t *l = c->by_rank[a];
         if (!l->rebuilding)
@@ -484,11 +520,19 @@ void eng_coord_takeover_try(strata_ctx_t *ctx)
             return;
         l->rebuilding = false;
         l->taken = true;
+        c->by_rank[l->rebuild_by]->took = true;
         c->ntaken++;
         c->nbye++; /* the lost aggregator's part in the job is over */
     }
     c->nrebuilding = 0;
     c->held_until_ns = 0;
+    c->prot_over = !again;
+    if (again) { /* from the next clock named past every resume clock */
+        c->protected_clock = 0;
+        util_info("shard protection goes on from the next clock named: a "
+                  "shard taken over by a spare keeps its place");
+        eng_coord_protect_name(ctx, c->prot_reached);
+    }
 }
 
 void eng_coord_protect_check(strata_ctx_t *ctx)
