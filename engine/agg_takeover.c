@@ -120,18 +120,9 @@ static strata_status_t eng_takeover_grow_link(eng_agg_t *a, eng_wlink_t *l,
                                               uint32_t nparts0,
                                               uint32_t npieces0)
 {
-    uint32_t qcap = 3 * a->nparts + 1;
-    eng_send_item_t *q = util_calloc(qcap, sizeof(*q));
-    if (!q)
-        return STRATA_ERR_NOMEM;
-    for (uint32_t k = 0; k < l->qlen; k++)
-        q[k] = l->q[(l->qhead + k) % l->qcap];
-    util_free(l->q);
-    l->q = q;
-    l->qcap = qcap;
-    l->qhead = 0;
-    strata_status_t st =
-        eng_grow((void **)&l->dst, sizeof(*l->dst), npieces0, a->npieces);
+    strata_status_t st = util_ring_reserve(&l->q, 3 * a->nparts + 1);
+    if (st == STRATA_OK)
+        st = eng_grow((void **)&l->dst, sizeof(*l->dst), npieces0, a->npieces);
     if (st == STRATA_OK)
         st = eng_grow((void **)&l->in_place, sizeof(*l->in_place), nparts0,
                       a->nparts);

@@ -405,17 +405,16 @@ static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
     uint64_t bytes = 2 * a->layout->held_bytes[a->shard];
     /* Per partition: the initial model, and a clock's staged model and its
      * immediate (or its model in full, a stage discarded). */
-    l->qcap = 3 * a->nparts + 1;
-    l->q = util_calloc(l->qcap, sizeof(*l->q));
+    strata_status_t st =
+        util_ring_init(&l->q, sizeof(eng_send_item_t), 3 * a->nparts + 1);
     l->dst = util_calloc(a->npieces ? a->npieces : 1, sizeof(*l->dst));
     l->in_place = util_calloc(a->nparts ? a->nparts : 1, sizeof(*l->in_place));
     l->held = util_calloc(a->nparts ? a->nparts : 1, sizeof(*l->held));
-    if (!l->q || !l->dst || !l->in_place || !l->held)
+    if (st != STRATA_OK || !l->dst || !l->in_place || !l->held)
         return STRATA_ERR_NOMEM;
     tp_rdesc_t d;
-    strata_status_t st =
-        tp_mem_alloc(l->peer.tp, bytes ? bytes : 64, TP_ACCESS_REMOTE_WRITE,
-                     &l->slots, &l->slots_mr);
+    st = tp_mem_alloc(l->peer.tp, bytes ? bytes : 64, TP_ACCESS_REMOTE_WRITE,
+                      &l->slots, &l->slots_mr);
     if (st == STRATA_OK)
         st = tp_mr_export(l->slots_mr, l->peer.ep, &d);
     if (st != STRATA_OK)
@@ -476,8 +475,8 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
     if (!l->peer.ep) /* gone: see eng_serve_one */
         return;
     int prov = eng_prov_index(tp_name(l->peer.tp));
-    while (l->qlen > 0) {
-        const eng_send_item_t *e = &l->q[l->qhead];
+    const eng_send_item_t *e;
+    while ((e = util_ring_peek(&l->q))) {
         eng_apart_t *ap = &a->parts[e->part];
         const eng_partition_t *part = ap->part;
         bool staged = e->kind == ENG_SEND_STAGED;
@@ -512,8 +511,7 @@ static void eng_wlink_post(strata_ctx_t *ctx, eng_wlink_t *l)
             l->qpiece++;
         }
         l->qpiece = 0;
-        l->qhead = (l->qhead + 1) % l->qcap;
-        l->qlen--;
+        util_ring_pop(&l->q);
         if (!staged)
             atomic_fetch_add_explicit(&ctx->cnt.pulls, 1, memory_order_relaxed);
     }
@@ -528,13 +526,10 @@ void eng_wlink_queue(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                          .kind = kind,
                          .from_stage = (kind == ENG_SEND_STAGED) != ap->flip,
                          .clock = clock};
-    if (l->qlen == l->qcap) { /* sized for every write that can be due */
-        eng_fail(ctx, STRATA_ERR_STATE,
-                 "the model writes queued for %s exceed its queue of %u",
-                 eng_peer_name(&l->peer), l->qcap);
+    eng_send_item_t *slot = eng_wqueue_push(ctx, &l->q, &l->peer);
+    if (!slot)
         return;
-    }
-    l->q[(l->qhead + l->qlen++) % l->qcap] = e;
+    *slot = e;
     if (kind == ENG_SEND_STAGED)
         ap->sinflight += eng_item_writes(ap, &e);
     else
@@ -771,15 +766,17 @@ void eng_wlink_forget(strata_ctx_t *ctx, eng_wlink_t *l)
     for (uint32_t i = 0; l->widx >= 0 && i < a->nparts; i++)
         if (a->parts[i].staged)
             a->parts[i].staged[l->widx] = -1;
-    for (; l->qlen > 0; l->qlen--, l->qhead = (l->qhead + 1) % l->qcap) {
-        const eng_send_item_t *e = &l->q[l->qhead];
+    const eng_send_item_t *e;
+    while ((e = util_ring_peek(&l->q))) {
         eng_apart_t *ap = &a->parts[e->part];
         uint32_t *count =
             e->kind == ENG_SEND_STAGED ? &ap->sinflight : &ap->inflight;
         *count -= eng_item_writes(ap, e) - l->qpiece;
         l->qpiece = 0;
+        uint32_t part = e->part;
+        util_ring_pop(&l->q);
         if (*count == 0)
-            eng_try_reduce(ctx, e->part);
+            eng_try_reduce(ctx, part);
     }
 }
 
@@ -975,7 +972,7 @@ static void eng_agg_flush(strata_ctx_t *ctx)
 {
     eng_agg_t *a = ctx->agg;
     for (int w = 0; a->layout && w < ctx->nworkers; w++)
-        if (a->links[w] && a->links[w]->qlen > 0)
+        if (a->links[w] && util_ring_len(&a->links[w]->q) > 0)
             eng_wlink_post(ctx, a->links[w]);
     eng_agg_protect_flush(ctx);
     if (a->leaving)
@@ -1023,7 +1020,7 @@ static void eng_wlink_free(eng_wlink_t *l)
             tp_mr_dereg(l->rslots_mr[r]);
     util_free(l->rslots);
     util_free(l->rslots_mr);
-    util_free(l->q);
+    util_ring_fini(&l->q);
     util_free(l->dst);
     util_free(l->in_place);
     util_free(l->held);

@@ -28,6 +28,7 @@
 #include "engine/members.h"
 #include "engine/tracker.h"
 #include "engine/update.h"
+#include "util/ring.h"
 
 typedef struct eng_apart {
     const eng_partition_t *part;
@@ -107,8 +108,8 @@ typedef struct eng_wlink {
     eng_dst_t *dst; /* [shard pieces] */
     uint32_t ndst;
     bool params_ready, left, slots_sent;
-    eng_send_item_t *q;
-    uint32_t qcap, qhead, qlen, qpiece;
+    util_ring_t q;          /* of eng_send_item_t */
+    uint32_t qpiece;        /* next piece of the head */
     int64_t round_clock[2]; /* ROUND: the clock of each parity, -1 */
     uint32_t round_steps[2];
     /* Zero copy (GRADS, agg_zcopy.c): per partition of the shard, where

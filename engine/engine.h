@@ -48,6 +48,7 @@
 #include "engine/wire.h"
 #include "transport/transport.h"
 #include "util/clock.h"
+#include "util/ring.h"
 #include "util/waitq.h"
 
 /* Data providers, indexed as eng_prov_names. */
@@ -431,6 +432,18 @@ void eng_fail_soon_at(strata_ctx_t *ctx, strata_status_t status,
 void eng_fail_tell_at(strata_ctx_t *ctx, strata_status_t status,
                       const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* A new entry at the tail of q, what is still to be written to peer; NULL
+ * when q is full, the job failing naming the peer (a queue is sized for
+ * every write that can be due). Inline: every push and model write. */
+void eng_wqueue_full(strata_ctx_t *ctx, const util_ring_t *q, eng_peer_t *peer);
+static inline void *eng_wqueue_push(strata_ctx_t *ctx, util_ring_t *q,
+                                    eng_peer_t *peer)
+{
+    void *slot = util_ring_push(q);
+    if (!slot)
+        eng_wqueue_full(ctx, q, peer);
+    return slot;
+}
 /* A send to the coordinator failed (what: "cannot ..."): when it is gone
  * (STRATA_ERR_PEER or STRATA_ERR_STATE), its disconnect reports the job's
  * failure, after what it said before leaving (an ABORT naming the first

@@ -129,3 +129,10 @@ void eng_fail_soon_due(strata_ctx_t *ctx)
              ctx->timeout_ms);
     eng_fail_soon_now(ctx, why);
 }
+
+void eng_wqueue_full(strata_ctx_t *ctx, const util_ring_t *q, eng_peer_t *peer)
+{
+    eng_fail(ctx, STRATA_ERR_STATE,
+             "the writes queued for %s exceed its queue of %u",
+             eng_peer_name(peer), util_ring_cap(q));
+}

@@ -209,12 +209,11 @@ static void eng_worker_on_connected(strata_ctx_t *ctx, eng_peer_t *peer,
 
 /* ---- posting writes ---- */
 
-void eng_link_enqueue(eng_link_t *l, uint32_t part, uint8_t kind, int64_t clock)
+void eng_link_enqueue(strata_ctx_t *ctx, eng_link_t *l, const eng_post_t *e)
 {
-    /* Cannot overflow: a partition is queued at most once per clock, for
-     * two clocks at a time, plus once for the initial model. */
-    l->q[(l->qhead + l->qlen++) % l->qcap] =
-        (eng_post_t){.part = part, .kind = kind, .clock = clock};
+    eng_post_t *slot = eng_wqueue_push(ctx, &l->q, &l->peer);
+    if (slot)
+        *slot = *e;
 }
 
 /* A GDTopK push: one write, sparse or dense, from the send buffer. */
@@ -290,14 +289,14 @@ static bool eng_fusable(const strata_ctx_t *ctx, const eng_link_t *l,
 static void eng_fuse_start(const strata_ctx_t *ctx, eng_link_t *l)
 {
     const eng_layout_t *lay = ctx->worker->layout;
-    const eng_post_t *h = &l->q[l->qhead];
+    const eng_post_t *h = util_ring_peek(&l->q);
     const eng_partition_t *hp = &lay->parts[h->part];
     l->fuse_n = 0;
     if (!eng_fusable(ctx, l, h) || hp->held_index >= ENG_IMM_RUN_FIRSTS)
         return;
     uint32_t n = 1;
-    while (n < l->qlen && n < ENG_IMM_RUN_MAX) {
-        const eng_post_t *e = &l->q[(l->qhead + n) % l->qcap];
+    while (n < util_ring_len(&l->q) && n < ENG_IMM_RUN_MAX) {
+        const eng_post_t *e = util_ring_at(&l->q, n);
         const eng_partition_t *p = &lay->parts[e->part];
         if (!eng_fusable(ctx, l, e) || e->clock != h->clock ||
             p->held_index != hp->held_index + n ||
@@ -368,8 +367,8 @@ void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
     /* Control messages go first: no write overtakes a ROUND or LR still
      * waiting in the backlog, so aggregators see them before the clock's
      * gradients. */
-    while (l->qlen > 0 && l->have_slots && !ctx->msgs.head) {
-        const eng_post_t *e = &l->q[l->qhead];
+    const eng_post_t *e;
+    while (l->have_slots && !ctx->msgs.head && (e = util_ring_peek(&l->q))) {
         /* A taken shard's partitions wait for the taker's TAKEN. */
         if (eng_link_slots(l, &lay->parts[e->part])->len == 0)
             return;
@@ -394,8 +393,7 @@ void eng_link_post(strata_ctx_t *ctx, eng_link_t *l)
             l->qpiece++;
         }
         l->qpiece = 0;
-        l->qhead = (l->qhead + 1) % l->qcap;
-        l->qlen--;
+        util_ring_pop(&l->q);
         if (l->fuse_n && ++l->fuse_at == l->fuse_n)
             l->fuse_n = 0;
     }
@@ -504,7 +502,7 @@ static void eng_push_topk(strata_ctx_t *ctx, uint32_t p, int64_t c)
         return;
     }
     eng_link_t *l = eng_link_of(w, p);
-    l->q[(l->qhead + l->qlen++) % l->qcap] = e;
+    eng_link_enqueue(ctx, l, &e);
     w->unlanded[c & 1]++;
     for (uint32_t k = 0; k < part->npieces; k++) {
         const eng_piece_t *pc = &w->layout->pieces[part->first_piece + k];
@@ -547,7 +545,8 @@ static void eng_push_part(strata_ctx_t *ctx, uint32_t p, int64_t c)
     eng_worker_t *w = ctx->worker;
     eng_link_t *l = eng_link_of(w, p);
     uint32_t si = w->layout->parts[p].held_index;
-    eng_link_enqueue(l, p, ENG_OP_GRAD, c);
+    eng_link_enqueue(ctx, l,
+                     &(eng_post_t){.part = p, .kind = ENG_OP_GRAD, .clock = c});
     if (l->in_place && l->in_place[si]) {
         l->zc_queued[si] = c;
         w->in_place_out[c & 1]++;
@@ -852,7 +851,7 @@ static void eng_worker_flush(strata_ctx_t *ctx)
 {
     eng_worker_t *w = ctx->worker;
     for (int a = 0; w->layout && a < ctx->naggs; a++)
-        if (w->links[a].qlen > 0)
+        if (util_ring_len(&w->links[a].q) > 0)
             eng_link_post(ctx, &w->links[a]);
     if (w->leaving)
         eng_worker_leave(ctx);
@@ -942,7 +941,7 @@ static bool eng_worker_busy(strata_ctx_t *ctx)
         (w->layout && w->pull_min < w->clock))
         return true;
     for (int a = 0; a < ctx->naggs; a++)
-        if (w->links[a].qlen > 0)
+        if (util_ring_len(&w->links[a].q) > 0)
             return true;
     return eng_req_push_pending(ctx);
 }

@@ -47,6 +47,7 @@
 #include "engine/steptime.h"
 #include "engine/topk_push.h"
 #include "util/keymap.h"
+#include "util/ring.h"
 
 _Static_assert(sizeof(uintptr_t) >= 8, "op contexts pack 64-bit values");
 
@@ -122,8 +123,8 @@ typedef struct eng_link {
     void *stage;       /* staging for model writes, if a tensor needs it */
     tp_mr_t *stage_mr;
     tp_rdesc_t stage_desc;
-    eng_post_t *q;
-    uint32_t qcap, qhead, qlen, qpiece; /* qpiece: next piece of the head */
+    util_ring_t q;   /* of eng_post_t */
+    uint32_t qpiece; /* next piece of the head */
     /* The head is entry fuse_at of a run of fuse_n small pushes from held
      * index fuse_first on, whose last write alone carries an immediate
      * (ENG_IMM_GRADS); fuse_n 0: no run. */
@@ -263,9 +264,8 @@ void eng_worker_unpark(strata_ctx_t *ctx);
 
 /* Queue a partition's writes of a clock on its link (cannot overflow: a
  * partition is queued at most once per clock, for two clocks at a time,
- * plus once for the initial model). */
-void eng_link_enqueue(eng_link_t *l, uint32_t part, uint8_t kind,
-                      int64_t clock);
+ * plus once for the initial model; else the job fails naming the link). */
+void eng_link_enqueue(strata_ctx_t *ctx, eng_link_t *l, const eng_post_t *e);
 /* Post what the link's queue holds until the transport's queue is full. */
 void eng_link_post(strata_ctx_t *ctx, eng_link_t *l);
 

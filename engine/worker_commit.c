@@ -73,10 +73,10 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
 {
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
-    l->qcap = 3 * lay->held_nparts[l->agg] + 1;
-    l->q = util_calloc(l->qcap, sizeof(*l->q));
+    strata_status_t st = util_ring_init(&l->q, sizeof(eng_post_t),
+                                        3 * lay->held_nparts[l->agg] + 1);
     l->tdesc = util_calloc(w->ntensors, sizeof(*l->tdesc));
-    if (!l->q || !l->tdesc)
+    if (st != STRATA_OK || !l->tdesc)
         return STRATA_ERR_NOMEM;
     /* No ep: the aggregator's connection dropped, and the job's failure
      * naming it is on the way; exporting to it would fail in its place. */
@@ -89,7 +89,7 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
             staged = true;
             continue;
         }
-        strata_status_t st = tp_mr_export(mr, l->peer.ep, &l->tdesc[i]);
+        st = tp_mr_export(mr, l->peer.ep, &l->tdesc[i]);
         if (st != STRATA_OK)
             return st;
     }
@@ -352,8 +352,10 @@ static void eng_take_slots(strata_ctx_t *ctx, eng_link_t *l)
     }
     if (eng_worker_gives_model(ctx))
         for (uint32_t i = 0; i < w->layout->held_nparts[l->agg]; i++)
-            eng_link_enqueue(l, w->layout->held_parts[l->agg][i], ENG_OP_INIT,
-                             0);
+            eng_link_enqueue(
+                ctx, l,
+                &(eng_post_t){.part = w->layout->held_parts[l->agg][i],
+                              .kind = ENG_OP_INIT});
     eng_link_post(ctx, l);
     eng_commit_check(ctx);
 }
@@ -400,7 +402,7 @@ void eng_commit_free(strata_ctx_t *ctx)
         eng_link_t *l = &w->links[a];
         if (l->stage_mr)
             tp_mr_dereg(l->stage_mr);
-        util_free(l->q);
+        util_ring_fini(&l->q);
         util_free(l->tdesc);
         util_free(l->in_place);
         util_free(l->zc_queued);

@@ -89,10 +89,12 @@ void eng_link_lose(strata_ctx_t *ctx, eng_link_t *l)
     }
     /* The transport completed every write posted to it (with an error)
      * before the disconnect: what is left was never posted. */
-    for (uint32_t i = 0; i < l->qlen; i++)
-        eng_post_drop(ctx, l, &l->q[(l->qhead + i) % l->qcap],
-                      i == 0 ? l->qpiece : 0);
-    l->qlen = l->qpiece = l->fuse_n = 0;
+    for (const eng_post_t *e; (e = util_ring_peek(&l->q));
+         util_ring_pop(&l->q)) {
+        eng_post_drop(ctx, l, e, l->qpiece);
+        l->qpiece = 0;
+    }
+    l->fuse_n = 0;
     for (uint32_t si = 0; l->in_place && si < w->layout->held_nparts[l->agg];
          si++)
         while (l->in_place[si] && l->zc_consumed[si] < l->zc_queued[si])
@@ -110,16 +112,9 @@ static strata_status_t eng_link_grow(strata_ctx_t *ctx, eng_link_t *l,
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
     uint32_t n = lay->held_nparts[l->agg];
-    uint32_t qcap = 3 * n + 1;
-    eng_post_t *q = util_calloc(qcap, sizeof(*q));
-    if (!q)
-        return STRATA_ERR_NOMEM;
-    for (uint32_t i = 0; i < l->qlen; i++)
-        q[i] = l->q[(l->qhead + i) % l->qcap];
-    util_free(l->q);
-    l->q = q;
-    l->qcap = qcap;
-    l->qhead = 0;
+    strata_status_t st = util_ring_reserve(&l->q, 3 * n + 1);
+    if (st != STRATA_OK)
+        return st;
     if (l->in_place) {
         bool *ip = util_realloc(l->in_place, n * sizeof(*ip));
         if (ip)
