@@ -55,8 +55,10 @@ within $limit env STRATA_RANK=1 STRATA_SIZE=2 STRATA_COORD_FILE="$LDIR/fifo" \
 echo $rc >"$LDIR/1.rc"
 expect_rank 1 3 "STRATA_COORD_FILE=.*/fifo: is a FIFO, not a regular file"
 
-# A job that needs all three workers (else it goes on: test_shrink.sh).
-STRATA_MIN_WORKERS=3 within $limit by_hand 3 2 "$EXACT" --steps 50 --die-at 3
+# A job that needs all three workers (else it goes on: test_shrink.sh);
+# they must all join first (at load 35 an ASan worker did not within 3 s).
+STRATA_JOIN_TIMEOUT_MS=10000 STRATA_MIN_WORKERS=3 within $limit by_hand 3 2 \
+  "$EXACT" --steps 50 --die-at 3
 expect_rank 3 137 ""
 for r in 0 1 2 4; do
   expect_rank $r 3 "worker rank 3 .*disconnected (before|without) finalizing"
@@ -65,8 +67,8 @@ done
 # go on without a worker): each ends with the engine's message; the exit
 # status is the killed worker's.
 rc=0
-out=$(within $limit env STRATA_MIN_WORKERS=3 "$RUN" -n 3 -a 2 -- "$EXACT" \
-  --steps 50 --die-at 3 2>&1) || rc=$?
+out=$(within $limit env STRATA_JOIN_TIMEOUT_MS=10000 STRATA_MIN_WORKERS=3 \
+  "$RUN" -n 3 -a 2 -- "$EXACT" --steps 50 --die-at 3 2>&1) || rc=$?
 [ $rc -eq 137 ] || fail "strata-run exited $rc, not the killed worker's 137: $out"
 [ "$(grep -cE "rank [0124] .*worker rank 3 .*disconnected (before|without) finalizing" <<<"$out")" -ge 4 ] ||
   fail "under strata-run, not every rank named the killed worker: $out"
