@@ -40,10 +40,10 @@
  * a clock of its own (R or later: its group's members at one clock of the
  * group, eng_members_resume, which the taker computes alike from R); no regroup
  * starts while a loss is mended, and one under way ends first, without
- * the lost aggregators (coord_regroup.c). bsp, ssp, asp and gssp only:
- * under esync, fedavg or STRATA_OPTIMIZER=sum, or when a rank failed for
+ * the lost aggregators (coord_regroup.c). Under esync and fedavg a round
+ * is the clock (the worker's part: rounds.c). When a rank failed for
  * another reason meanwhile, the job fails once the shards are rebuilt,
- * saying why.
+ * saying why. (Aggregators that only sum protect nothing.)
  *
  * Again. A spare (no shard of its own) that takes a shard over holds that
  * shard's place in the stripes from then on (agg_protect.c), so when
@@ -466,8 +466,7 @@ static bool eng_coord_takeover(strata_ctx_t *ctx, eng_member_t *l)
  * together once every worker still in the job said how far it can push
  * without each (LOST): TAKEOVER of each to every rank in the job (until
  * then a survivor keeps its fragments for a rebuild still to come). A
- * failure a takeover does not mend, or a policy it is not built for, ends
- * the job instead. */
+ * failure a takeover does not mend ends the job instead. */
 void eng_coord_takeover_try(strata_ctx_t *ctx)
 {
     eng_coord_t *c = ctx->coord;
@@ -480,19 +479,12 @@ void eng_coord_takeover_try(strata_ctx_t *ctx)
             return;
         first = l->rebuilding && !first ? l : first;
     }
-    if (c->unmended[0] || !ctx->policy->ops->takeover) {
-        char why[sizeof(c->unmended) + 64];
-        if (c->unmended[0])
-            snprintf(why, sizeof(why), "%s", c->unmended);
-        else
-            snprintf(why, sizeof(why),
-                     "taking a shard over is built for bsp, ssp, asp and "
-                     "gssp, not for STRATA_POLICY=%s",
-                     ctx->policy->ops->name);
+    if (c->unmended[0]) {
         eng_fail(ctx, STRATA_ERR_PEER,
                  "%s; its shard was rebuilt at clock %" PRId64
                  " by aggregator rank %d, but %s: the job cannot go on",
-                 first->lost_why, c->protected_clock, first->rebuild_by, why);
+                 first->lost_why, c->protected_clock, first->rebuild_by,
+                 c->unmended);
         return;
     }
     for (int r = ctx->naggs; r < ctx->size; r++) {

@@ -52,10 +52,6 @@ typedef struct eng_policy_ops {
     /* Rounds end when the State Server says so (else after a fixed number
      * of local steps). */
     bool state_server;
-    /* A lost aggregator's shard may be taken over (agg_takeover.c): the
-     * aggregators hold a model updated by clocks of gradients (each
-     * worker resumes at a clock of its own: eng_members_resume). */
-    bool takeover;
     /* The coordinator's, the workers' and the aggregators' parts; NULL: the
      * role does nothing of its own under the policy. */
     const eng_coord_policy_t *coord;

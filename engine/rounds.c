@@ -16,6 +16,16 @@
  * the step has ended. Blocking mode waits for that answer; non-blocking
  * mode (the server only sends READY) ends the round at the first step that
  * ends after a READY arrived.
+ *
+ * A lost aggregator's shard taken over (worker_takeover.c) at resume clock
+ * R: a round is a clock, so the shard's rounds P..R-1 are lost. The
+ * application writes its parameters between two syncs, so the taker's
+ * model of R is asked for (PARAMS) only once this worker is in a sync's
+ * exchange (after ROUND, the delta taken): it lands there, as any round's
+ * global model. The rounds after it and before R push nothing to the
+ * shard and pull no model of it, so the shard's parameters go back to the
+ * global model kept (the taker's) at their end: every worker holds the
+ * same global model when round R starts.
  */
 #include <string.h>
 
@@ -42,6 +52,11 @@ struct eng_rounds {
     _Atomic int answer;          /* its decision, ENG_SS_* */
     _Atomic int64_t ready_round; /* latest round READY came for, -1 */
     _Atomic int64_t rtt_ns;      /* latest query round trip */
+    /* takeover: the clock of the round whose exchange the taker's model
+     * lands in (-1: none), published after the shard's push_from */
+    _Atomic int64_t taken_round;
+    /* progress thread */
+    int64_t round_sent; /* the clock of the latest ROUND sent, -1 */
 };
 
 static void eng_rounds_free(strata_ctx_t *ctx);
@@ -84,6 +99,8 @@ static strata_status_t eng_rounds_create(strata_ctx_t *ctx)
     atomic_init(&r->answer, ENG_SS_NOT_READY);
     atomic_init(&r->ready_round, -1);
     atomic_init(&r->rtt_ns, 0);
+    atomic_init(&r->taken_round, -1);
+    r->round_sent = ctx->start_clock - 1;
     return STRATA_OK;
 }
 
@@ -121,6 +138,9 @@ static void eng_rounds_cmd(strata_ctx_t *ctx, const eng_cmd_t *cmd)
         eng_put_i64(&m, cmd->u.round.clock);
         eng_put_u32(&m, cmd->u.round.steps);
         st = eng_worker_send_aggs(ctx, &m);
+        ctx->rounds->round_sent = cmd->u.round.clock;
+        if (st == STRATA_OK)
+            eng_worker_takeover_release(ctx);
     }
     if (st != STRATA_OK)
         eng_fail(ctx, st, "cannot send %s: %s",
@@ -159,6 +179,17 @@ static void eng_rounds_fail(strata_ctx_t *ctx, strata_status_t status)
 {
     if (ctx->rounds)
         util_gate_fail(&ctx->rounds->answered, status);
+}
+
+/* The taker's model may land once the application is in the exchange of
+ * the round it is stuck in (its delta taken: ROUND sent). */
+static bool eng_rounds_take_now(strata_ctx_t *ctx, int64_t stuck)
+{
+    eng_rounds_t *r = ctx->rounds;
+    if (r->round_sent < stuck)
+        return false;
+    atomic_store_explicit(&r->taken_round, r->round_sent, memory_order_release);
+    return true;
 }
 
 static bool eng_rounds_on_coord_msg(strata_ctx_t *ctx, unsigned type,
@@ -246,6 +277,32 @@ static void eng_rounds_delta(strata_ctx_t *ctx)
     }
 }
 
+/* Round `clock` was lost on the partitions taken over (before their R)
+ * after the taker's model landed: neither pushed nor pulled there, so
+ * their parameters go back to the global model. */
+static void eng_rounds_restore(strata_ctx_t *ctx, int64_t clock)
+{
+    eng_rounds_t *r = ctx->rounds;
+    int64_t landed =
+        atomic_load_explicit(&r->taken_round, memory_order_acquire);
+    if (landed < 0 || clock <= landed)
+        return;
+    const eng_worker_t *w = ctx->worker;
+    const eng_layout_t *lay = w->layout;
+    for (uint32_t p = 0; p < lay->nparts; p++) {
+        const eng_partition_t *part = &lay->parts[p];
+        for (uint32_t k = 0; clock < w->push_from[p] && k < part->npieces;
+             k++) {
+            const eng_piece_t *pc = &lay->pieces[part->first_piece + k];
+            void *param, *grad;
+            eng_worker_tensor(ctx, pc->tensor, &param, &grad);
+            memcpy((char *)param + pc->tensor_off,
+                   (const char *)r->global[pc->tensor] + pc->tensor_off,
+                   pc->len);
+        }
+    }
+}
+
 static void eng_rounds_keep_global(strata_ctx_t *ctx)
 {
     for (uint32_t i = 0; i < eng_worker_ntensors(ctx); i++) {
@@ -302,6 +359,7 @@ strata_status_t eng_rounds_sync(strata_ctx_t *ctx)
         st = eng_rounds_exchange(ctx);
     if (st != STRATA_OK)
         return st;
+    eng_rounds_restore(ctx, cmd.u.round.clock);
     eng_rounds_keep_global(ctx);
     r->round++;
     r->steps = 0;
@@ -313,6 +371,7 @@ const eng_worker_policy_t eng_worker_rounds = {
     .committed = eng_rounds_create,
     .cmd = eng_rounds_cmd,
     .on_coord_msg = eng_rounds_on_coord_msg,
+    .take_now = eng_rounds_take_now,
     .fail = eng_rounds_fail,
     .free = eng_rounds_free,
 };

@@ -142,6 +142,7 @@ typedef struct eng_link {
     eng_lregion_t *regions; /* [held_nregions - 1]: its regions 1.. */
     bool taken_early;
     eng_taken_t early;
+    bool taken_held; /* TAKEN answered once the policy allows (take_now) */
 } eng_link_t;
 
 typedef struct eng_block {
@@ -234,6 +235,12 @@ struct eng_worker_policy {
     /* A message from the coordinator that the worker does not take itself;
      * false: the policy does not either. */
     bool (*on_coord_msg)(strata_ctx_t *ctx, unsigned type, eng_rbuf_t *r);
+    /* Progress thread: whether a taker's first model write may land in
+     * the parameters now, the application being at most in the round of
+     * clock `stuck` (the least clock pulled of the moved partitions); true:
+     * it is asked for at once (PARAMS), false: eng_worker_takeover_release
+     * asks for it later. NULL: at once. */
+    bool (*take_now)(strata_ctx_t *ctx, int64_t stuck);
     /* Finalizing, before BYE. */
     strata_status_t (*leave)(strata_ctx_t *ctx);
     /* The job failed: fail what the policy's callers wait on. */
@@ -308,6 +315,8 @@ static inline bool eng_push_dropped(const eng_worker_t *w, uint32_t p,
 /* TAKEOVER from the coordinator; TAKEN from the taker on link l. */
 void eng_worker_on_takeover(strata_ctx_t *ctx, eng_rbuf_t *r);
 void eng_worker_on_taken(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r);
+/* Answer a TAKEN held for the policy (take_now), if it allows now. */
+void eng_worker_takeover_release(strata_ctx_t *ctx);
 /* The clock of the model write of partition p expected next. */
 static inline int64_t eng_model_next(const eng_worker_t *w, uint32_t p)
 {

@@ -18,7 +18,9 @@
  * PARAMS: where the moved pieces land here). Their pulls wait for the
  * taker's first model write, of clock R (the snapshot of P: clocks P..R-1
  * of the shard are lost), so a pull held by the lost aggregator completes
- * with the taker's model.
+ * with the taker's model. Under esync and fedavg the application writes
+ * its parameters between two syncs, so the policy holds PARAMS (and with it
+ * that write) until the application is in a sync's exchange (take_now).
  */
 #include <inttypes.h>
 
@@ -189,6 +191,41 @@ static void eng_take_region(strata_ctx_t *ctx, eng_link_t *l,
     eng_link_post(ctx, l);
 }
 
+/* The least clock pulled of the partitions whose taker's first model
+ * write is awaited: the application can be in no later round. */
+static int64_t eng_moved_pulled(const eng_worker_t *w)
+{
+    int64_t min = INT64_MAX;
+    for (uint32_t p = 0; p < w->layout->nparts; p++)
+        if (w->model_from[p] >= 0 && w->pulled[p] < min)
+            min = w->pulled[p];
+    return min;
+}
+
+/* TAKEN answered now, or held until the policy allows the model write. */
+static void eng_take_or_hold(strata_ctx_t *ctx, eng_link_t *l,
+                             const eng_taken_t *t)
+{
+    const eng_worker_policy_t *pol = eng_worker_policy(ctx);
+    int64_t stuck = eng_moved_pulled(ctx->worker);
+    if (pol->take_now && stuck != INT64_MAX && !pol->take_now(ctx, stuck)) {
+        l->early = *t;
+        l->taken_held = true;
+        return;
+    }
+    eng_take_region(ctx, l, t);
+}
+
+void eng_worker_takeover_release(strata_ctx_t *ctx)
+{
+    eng_worker_t *w = ctx->worker;
+    for (int a = 0; w->layout && a < ctx->naggs; a++)
+        if (w->links[a].taken_held) {
+            w->links[a].taken_held = false;
+            eng_take_or_hold(ctx, &w->links[a], &w->links[a].early);
+        }
+}
+
 void eng_worker_on_taken(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
 {
     const eng_layout_t *lay = ctx->worker->layout;
@@ -207,7 +244,7 @@ void eng_worker_on_taken(strata_ctx_t *ctx, eng_link_t *l, eng_rbuf_t *r)
     bool moved = lay->shard_nparts[t.shard] == 0 ||
                  lay->parts[lay->shard_parts[t.shard][0]].holder == l->agg;
     if (moved) {
-        eng_take_region(ctx, l, &t);
+        eng_take_or_hold(ctx, l, &t);
         return;
     }
     if (l->taken_early) {
@@ -290,7 +327,7 @@ void eng_worker_on_takeover(strata_ctx_t *ctx, eng_rbuf_t *r)
               lost, lost, taker, R, P, P, R - 1);
     if (lt->taken_early) {
         lt->taken_early = false;
-        eng_take_region(ctx, lt, &lt->early);
+        eng_take_or_hold(ctx, lt, &lt->early);
     }
     eng_worker_announce(ctx);
     eng_link_post(ctx, lt);

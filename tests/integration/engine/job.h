@@ -6,7 +6,9 @@
 #ifndef STRATA_TESTS_ENGINE_JOB_H
 #define STRATA_TESTS_ENGINE_JOB_H
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <strata/strata.h>
 
@@ -36,6 +38,21 @@ static inline int test_job_run(const char *prog,
     if (rc == 0 && st != STRATA_OK)
         rc = test_job_fail(prog, "finalize", st);
     return rc;
+}
+
+/* Whether a log line is a worker's takeover line, and its words: the lost
+ * shard, its taker, the resume clock R and the protected clock P. */
+static inline bool test_job_takeover_line(const char *line, int *shard_out,
+                                          int *taker_out, long long *r_out,
+                                          long long *p_out)
+{
+    int lost;
+    const char *at = strstr(line, "aggregator rank ");
+    return at &&
+           sscanf(at,
+                  "aggregator rank %d lost: shard %d taken over by aggregator "
+                  "rank %d, resumed at clock %lld (protected at %lld",
+                  &lost, shard_out, taker_out, r_out, p_out) == 5;
 }
 
 #endif /* STRATA_TESTS_ENGINE_JOB_H */

@@ -25,11 +25,22 @@
  * global model after J rounds, exactly; it creates PATH and syncs rounds J
  * to the last. The others wait for PATH before their last round (at most
  * 60 s), so the job still runs when it comes back.
+ * --takeover: an aggregator may be lost and its shard taken over by a
+ * survivor from the shard's protected round P, resumed at round R (a round
+ * is a clock; the worker's takeover line says P and R). The aggregators'
+ * rounds P..R-1 of that shard are lost: its elements hold the global model
+ * without those rounds' mean deltas once the taker served them, and the
+ * workers' next deltas start from that model. The model's layout (fp32
+ * and fp64 tensors) is the engine's, so each element is checked alone:
+ * after round r it holds the global model of every round, or that model
+ * without rounds P..min(R, r + 1) - 1 (a switch made once, never back);
+ * at the end the takeover was seen and some elements were without.
  * Exit codes: 0 ok, 1 wrong values, 2 usage, 3 an error status from Strata.
  */
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,10 +63,25 @@ typedef struct opts {
     bool distinct;
     const char *rejoin; /* --rejoin PATH */
     double tol;         /* relative: deltas weighted by steps are not exact */
+    bool takeover;      /* --takeover: a shard may resume from P */
 } opts_t;
 
 static void *param[NT], *grad[NT];
 static double *expect[NT]; /* the global model the test expects */
+
+/* --takeover: the takeover line's clocks; each round's mean delta but
+ * j % 3; each element's global model of every round, and whether it was
+ * seen without rounds P..R-1. */
+static struct {
+    _Atomic int lost, taker;
+    _Atomic long long p, r;
+} said = {.lost = -1, .taker = -1, .p = -1, .r = -1};
+static struct {
+    double *mean;
+    double *full[NT];
+    char *without[NT];
+    size_t nwithout;
+} taken;
 
 static int fail_status(const char *what, strata_status_t st)
 {
@@ -95,10 +121,14 @@ static int setup(strata_ctx_t *ctx, int w)
         param[t] = malloc(n * es);
         grad[t] = malloc(n * es);
         expect[t] = malloc(n * sizeof(double));
-        if (!param[t] || !grad[t] || !expect[t])
+        taken.full[t] = malloc(n * sizeof(double));
+        taken.without[t] = calloc(n, 1);
+        if (!param[t] || !grad[t] || !expect[t] || !taken.full[t] ||
+            !taken.without[t])
             return fail_status("allocating tensors", STRATA_ERR_NOMEM);
         for (size_t j = 0; j < n; j++) {
             expect[t][j] = (double)((int)((t * 31 + j) % 13) - 6);
+            taken.full[t][j] = expect[t][j];
             set(t, j, w == 0 ? expect[t][j] : 999.0);
         }
         char name[32];
@@ -124,6 +154,77 @@ static int check(const opts_t *o, int w, int r)
                         w, r, t, j, get(t, j), expect[t][j]);
                 return 1;
             }
+    return 0;
+}
+
+/* --takeover: every line to stderr as usual, the takeover's clocks kept.
+ * The progress thread logs it before the taker's model of the shard can
+ * land, so every round that shows that model comes after. */
+static void takeover_log(void *arg, strata_log_level_t level, const char *line)
+{
+    int shard, taker;
+    long long r, p;
+    (void)arg;
+    (void)level;
+    if (test_job_takeover_line(line, &shard, &taker, &r, &p)) {
+        atomic_store(&said.p, p);
+        atomic_store(&said.r, r);
+        atomic_store(&said.taker, taker);
+        atomic_store(&said.lost, shard);
+    }
+    fprintf(stderr, "%s\n", line);
+}
+
+/* --takeover: after round r, each element holds the global model of
+ * every round, or (once the taker served it, never back) that model
+ * without rounds P..min(R, r + 1) - 1; what it holds is the global model
+ * the next round's deltas start from. */
+static int check_taken(int w, int r)
+{
+    long long p = atomic_load(&said.p), rr = atomic_load(&said.r);
+    for (int t = 0; t < NT; t++)
+        for (size_t j = 0; j < sizes[t]; j++) {
+            double full = taken.full[t][j] += taken.mean[r] + (double)(j % 3);
+            double without = full, got = get(t, j);
+            for (long long k = p < 0 ? 0 : p; p >= 0 && k < rr && k <= r; k++)
+                without -= taken.mean[k] + (double)(j % 3);
+            bool was = taken.without[t][j];
+            if (without != full && got == without && !was) {
+                taken.without[t][j] = 1;
+                taken.nwithout++;
+            } else if (!(got == full && !was) && !(got == without && was)) {
+                fprintf(stderr,
+                        "rounds: worker %d after round %d: [%d][%zu] = %.9g, "
+                        "expected %.9g, or %.9g without rounds %lld..%lld "
+                        "(P %lld, R %lld%s)\n",
+                        w, r, t, j, got, full, without, p, rr - 1, p, rr,
+                        was ? ", seen without them before" : "");
+                return 1;
+            }
+            expect[t][j] = got;
+        }
+    return 0;
+}
+
+/* --takeover: at the end, the takeover came and was seen. */
+static int takeover_end(int w)
+{
+    int lost = atomic_load(&said.lost);
+    long long p = atomic_load(&said.p), r = atomic_load(&said.r);
+    size_t n = 0;
+    for (int t = 0; t < NT; t++)
+        n += sizes[t];
+    if (lost < 0 || (taken.nwithout == 0 && r > p)) {
+        fprintf(stderr, "rounds: worker %d: %s\n", w,
+                lost < 0 ? "no shard was taken over"
+                         : "no element was seen without the lost rounds");
+        return 1;
+    }
+    printf("worker %d: shard %d taken over by aggregator rank %d, resumed at "
+           "clock %lld (protected at %lld): %zu of its %zu elements without "
+           "rounds %lld..%lld\n",
+           w, lost, atomic_load(&said.taker), r, p, taken.nwithout, n, p,
+           r - 1);
     return 0;
 }
 
@@ -222,15 +323,23 @@ static int run_worker(strata_ctx_t *ctx, const void *arg)
         for (int v = 0; v < n; v++)
             sum += o->distinct ? (v + 1) * (r + 1) : r + 1;
         double mean = sum / n;
-        for (int t = 0; t < NT; t++)
-            for (size_t j = 0; j < sizes[t]; j++)
-                expect[t][j] += mean + (double)(j % 3);
-        if ((rc = check(o, w, r)) != 0)
-            return rc;
+        if (o->takeover) {
+            taken.mean[r] = mean;
+            if ((rc = check_taken(w, r)) != 0)
+                return rc;
+        } else {
+            for (int t = 0; t < NT; t++)
+                for (size_t j = 0; j < sizes[t]; j++)
+                    expect[t][j] += mean + (double)(j % 3);
+            if ((rc = check(o, w, r)) != 0)
+                return rc;
+        }
         if (len < sizeof(counts) - 16)
             len += (size_t)snprintf(counts + len, sizeof(counts) - len, "%s%d",
                                     r > first ? "," : "", steps);
     }
+    if (o->takeover && (rc = takeover_end(w)) != 0)
+        return rc;
     printf("worker %d: %d rounds exact, local steps %s\n", w, o->rounds,
            counts);
     return 0;
@@ -248,6 +357,7 @@ int main(int argc, char **argv)
         {"hang-s", required_argument, NULL, 'H'},
         {"stop-in", required_argument, NULL, 'S'},
         {"rejoin", required_argument, NULL, 'j'},
+        {"takeover", no_argument, NULL, 'T'},
         {NULL, 0, NULL, 0},
     };
     opts_t o = {.rounds = 4,
@@ -276,14 +386,24 @@ int main(int argc, char **argv)
             o.stop_in = atoi(optarg);
         else if (c == 'j')
             o.rejoin = optarg;
+        else if (c == 'T')
+            o.takeover = true;
         else
             return 2;
     }
+    taken.mean = calloc((size_t)(o.rounds > 0 ? o.rounds : 1), sizeof(double));
+    if (!taken.mean)
+        return test_job_fail("rounds", "allocating", STRATA_ERR_NOMEM);
+    if (o.takeover)
+        strata_log_set_handler(takeover_log, NULL);
     int rc = test_job_run("rounds", run_worker, &o);
     for (int t = 0; t < NT; t++) {
         free(param[t]);
         free(grad[t]);
         free(expect[t]);
+        free(taken.full[t]);
+        free(taken.without[t]);
     }
+    free(taken.mean);
     return rc;
 }

@@ -16,8 +16,16 @@
 # With TAKEN_SPARES=N the last N aggregators are spares (STRATA_SPARE=1):
 # the victim is one of the others, and the first spare, holding no shard,
 # rebuilds and takes the shard over instead of rank 0.
+# With TAKEN_ROUNDS=N the program is $ROUNDS (rounds.c, esync or fedavg),
+# N rounds of it with --takeover, and a round is the clock.
 taken() {
   local w=$1 s=$2 m=$3 spares=${TAKEN_SPARES:-0} r taker=0
+  local prog=("$EXACT" --steps 400 --sleep --spares "$spares")
+  local done="400 steps exact"
+  if [ -n "${TAKEN_ROUNDS:-}" ]; then
+    prog=("$ROUNDS" --rounds "$TAKEN_ROUNDS" --sleep-ms 1)
+    done="$TAKEN_ROUNDS rounds exact"
+  fi
   local victim=$((1 + RANDOM % ($2 - 1 - spares))) ms=$((RANDOM % 600))
   local envs=() args=()
   shift 3
@@ -28,7 +36,7 @@ taken() {
   echo "   aggregator $victim killed $ms ms after the first protected clock"
   start_ranks "$w" "$s" env STRATA_LR="$w" STRATA_PROTECT_EVERY=2 \
     STRATA_PROTECT_PARITY="$m" STRATA_TIMEOUT_MS=20000 "${envs[@]}" \
-    "$EXACT" --steps 400 --sleep --takeover --spares "$spares" "${args[@]}"
+    "${prog[@]}" --takeover "${args[@]}"
   [ "$spares" -eq 0 ] || ENV_OF_RANK=()
   wait_log 0 "every shard protected at clock" 60
   sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
@@ -47,16 +55,16 @@ taken() {
     [ "$r" -eq "$victim" ] || expect_rank "$r" 0 ""
   done
   for ((r = s; r < s + w; r++)); do
-    expect_rank "$r" 0 "worker $((r - s)): 400 steps exact"
+    expect_rank "$r" 0 "worker $((r - s)): $done"
     # The worker's own account of the takeover, the coordinator's clocks.
     grep -qF "aggregator rank $victim lost: $said" "$LDIR/$r.log" &&
-      grep -qE "worker $((r - s)): shard $victim taken over by aggregator rank $taker, resumed at clock [0-9]+ \(protected at [0-9]+\): [0-9]+ of its [1-9][0-9]* partitions without" "$LDIR/$r.log" ||
+      grep -qE "worker $((r - s)): shard $victim taken over by aggregator rank $taker, resumed at clock [0-9]+ \(protected at [0-9]+\): [0-9]+ of its [1-9][0-9]* (partitions|elements) without" "$LDIR/$r.log" ||
       fail "worker rank $r did not resume as the coordinator said ($said): $(cat "$LDIR/$r.log")"
     # What it logged of the broken link does not deny the takeover.
     ! grep -q "taken over only once" "$LDIR/$r.log" &&
       grep -qE "lost aggregator rank $victim .*said LOST, its shard may be taken over by a survivor" "$LDIR/$r.log" ||
       fail "worker rank $r misreported the loss it outlived: $(cat "$LDIR/$r.log")"
   done
-  echo "   $said: $(grep -ohE "[0-9]+ of its [0-9]+ partitions without clocks [0-9.-]+" "$LDIR/$s.log")"
+  echo "   $said: $(grep -ohE "[0-9]+ of its [0-9]+ (partitions|elements) without (clocks|rounds) [0-9.-]+" "$LDIR/$s.log")"
   [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
 }

@@ -5,8 +5,10 @@
 # at a random, seeded moment, its shard rebuilt at the protected clock P
 # and resumed by rank 0 at R, every worker exact after every step
 # (exact.c --takeover --check stale: see its header for what exact means
-# there).
-RUN=$1 EXACT=$2 POLICY=$3
+# there). Under esync and fedavg (rounds.c, ROUNDS) a round is the clock:
+# the lost shard misses the mean deltas of rounds P..R-1 once the taker
+# served it, every other element none (rounds.c --takeover).
+RUN=$1 EXACT=$2 POLICY=$3 ROUNDS=${4:-}
 SEED=${STRATA_TEST_SEED:-} # common.sh unsets every STRATA_ variable
 source "$(dirname "$0")/common.sh"
 source "$(dirname "$0")/takeover.sh"
@@ -26,6 +28,12 @@ gssp)
   # first protected clock was agreed and the kill came (seen at load 35).
   taken 3 3 1 STRATA_POLICY=gssp STRATA_GROUPING=manual:0,0,1 \
     STRATA_INTER_STALENESS=4 -- --check stale --staleness 4
+  ;;
+esync | fedavg)
+  # 3 workers (the mean of distinct deltas is an integer), local steps of
+  # 1, 4 and 9 ms: 200 rounds take 2 s and more.
+  TAKEN_ROUNDS=200 taken 3 3 1 STRATA_POLICY="$POLICY" \
+    STRATA_FEDAVG_STEPS=1 -- --check distinct
   ;;
 *) fail "no takeover case for policy '$POLICY'" ;;
 esac
