@@ -577,7 +577,7 @@ static void eng_coord_lost(strata_ctx_t *ctx, eng_member_t *m, const char *how,
     bool agg = m->peer.rank < ctx->naggs;
     eng_fail(ctx, STRATA_ERR_PEER, "%s %s %s%s", agg ? "aggregator" : "worker",
              eng_member_name(m), msg,
-             agg ? eng_protect_loss_note(ctx->cfg) : "");
+             agg ? eng_protect_loss_note(ctx->cfg, ctx->policy->sum_only) : "");
 }
 
 /* PIECE: a chunk of an aggregator's protected shard, passed on to the

@@ -93,12 +93,17 @@ void eng_protect_seal(const eng_protect_t *p, eng_frag_t *f)
     f->crc = strata_crc32c(0, f->bytes, p->frag);
 }
 
-const char *eng_protect_loss_note(const eng_config_t *cfg)
+const char *eng_protect_loss_note(const eng_config_t *cfg, bool sum_only)
 {
-    return eng_config_int(cfg, ENG_CFG_PROTECT_EVERY)
-               ? " (STRATA_PROTECT_EVERY: its shard is taken over only once "
-                 "a clock of the shards is protected)"
-               : "";
+    if (!eng_config_int(cfg, ENG_CFG_PROTECT_EVERY))
+        return "";
+    if (sum_only) /* why: docs/engine.md */
+        return " (STRATA_PROTECT_EVERY with STRATA_OPTIMIZER=sum: nothing is "
+               "protected, no shard is taken over: the sums of the clocks in "
+               "flight were only on that aggregator and on the workers it "
+               "wrote them to)";
+    return " (STRATA_PROTECT_EVERY: its shard is taken over only once a clock "
+           "of the shards is protected)";
 }
 
 int eng_protect_taker(const uint32_t *held, const bool *alive, uint32_t n)

@@ -87,9 +87,10 @@ void eng_protect_seal(const eng_protect_t *p, eng_frag_t *f);
 int eng_protect_taker(const uint32_t *held, const bool *alive, uint32_t n);
 
 /* What a message about a lost aggregator adds (the sentence, or "") when
- * shards are protected but no clock of them was agreed yet, so that no
- * one takes the protection for recovery. */
-const char *eng_protect_loss_note(const eng_config_t *cfg);
+ * shards are protected but no clock of them was agreed yet, or when the
+ * aggregators only sum (sum_only: nothing is protected), so that no one
+ * takes the protection for recovery. */
+const char *eng_protect_loss_note(const eng_config_t *cfg, bool sum_only);
 
 /* Whether fragment f still matches its CRC32C; a mismatch is logged,
  * naming the fragment (stripe, index, clock, holder), as not used. */

@@ -1032,9 +1032,10 @@ static void eng_worker_on_disconnected(strata_ctx_t *ctx, eng_peer_t *peer,
     eng_fail_soon(ctx, STRATA_ERR_PEER, "lost %s: %s%s", eng_peer_name(peer),
                   status == STRATA_OK ? "it closed the connection"
                                       : strata_strerror(status),
-                  outlives ? " (STRATA_PROTECT_EVERY: said LOST, its shard "
-                             "may be taken over by a survivor)"
-                           : eng_protect_loss_note(ctx->cfg));
+                  outlives
+                      ? " (STRATA_PROTECT_EVERY: said LOST, its shard "
+                        "may be taken over by a survivor)"
+                      : eng_protect_loss_note(ctx->cfg, ctx->policy->sum_only));
 }
 
 void eng_worker_free(strata_ctx_t *ctx)

@@ -35,6 +35,22 @@ esync | fedavg)
   TAKEN_ROUNDS=200 taken 3 3 1 STRATA_POLICY="$POLICY" \
     STRATA_FEDAVG_STEPS=1 -- --check distinct
   ;;
+sum)
+  # Nothing is protected under STRATA_OPTIMIZER=sum (docs/engine.md says
+  # why no shard is taken over): a lost aggregator ends the job, and every
+  # rank says why.
+  start_ranks 3 3 env STRATA_OPTIMIZER=sum STRATA_PROTECT_EVERY=2 \
+    STRATA_TIMEOUT_MS=20000 "$EXACT" --steps 1000000 --sleep --check sum
+  wait_log 0 "layout of .* accepted" 60
+  kill -KILL "${PIDS[2]}"
+  within 90 wait_ranks
+  expect_rank 2 137 ""
+  why="aggregator rank 2 .*STRATA_OPTIMIZER=sum: nothing is protected"
+  expect_rank 0 3 "$why"
+  for r in 3 4 5; do expect_rank $r 3 "the job failed: .*$why"; done
+  echo "under STRATA_OPTIMIZER=sum a lost aggregator ends the job, named"
+  exit 0
+  ;;
 *) fail "no takeover case for policy '$POLICY'" ;;
 esac
 echo "the takeover under $POLICY: every worker exact"
