@@ -3,16 +3,21 @@
  * and its geometry; docs/engine.md says what is covered).
  *
  * At the clock c the coordinator names (STRATA_PROTECT_EVERY first, then
- * one after each agreement or miss: coord_protect.c), right after the
- * update that brings a partition's slowest group to c, the partition (model,
+ * one after each agreement: coord_protect.c), right after the update that
+ * brings a partition's slowest group to c or past it, the partition (model,
  * momentum, an fp16 or bf16 model's fp32 master) is copied into a snapshot
- * of the shard, as a checkpoint is (agg_ckpt.c). Once every partition is
- * in, each of the snapshot's k pieces goes to the m holders of its
- * stripe's parity, in chunks of one control message, relayed by the
- * coordinator (aggregators have no connections between them). Chunks go
- * out only while this rank's control backlog is empty, so that the data
- * path's own messages never queue behind them. A partition that passes c
- * before it was copied makes the aggregator say c missed.
+ * of the shard, as a checkpoint is (agg_ckpt.c). A partition's least clock
+ * may jump past c (a regroup moves its slowest workers into a group further
+ * on, a dropped worker leaves the minimum, or the naming came late): it is
+ * copied where it is, which holds every update below c and some beyond, so
+ * no aggregator has to stop at c and none misses it. That is safe for a
+ * takeover: its resume clocks are past every push a worker made
+ * (coord_protect.c). Once every partition is in, each of the snapshot's k
+ * pieces goes to the m holders of its stripe's parity, in chunks of one
+ * control message, relayed by the coordinator (aggregators have no
+ * connections between them). Chunks go out only while this rank's control
+ * backlog is empty, so that the data path's own messages never queue
+ * behind them.
  *
  * A holder adds each chunk's share to the parity fragment it is building
  * for c (ec_encode_data_update) and seals it with its CRC32C once every
@@ -101,8 +106,7 @@ struct eng_agg_protect {
     int64_t snap_clock, kept_clock;
     uint32_t snap_crc;      /* of the snapshot's payload */
     uint64_t cursor, total; /* chunks of the snapshot sent, and to send */
-    uint64_t skipped;
-    eng_held_t *held; /* [nheld]: m per place held here */
+    eng_held_t *held;       /* [nheld]: m per place held here */
     uint32_t nheld;
     int64_t reported; /* the last clock said PROTECTED of, 0: none */
     int64_t flip_at;  /* STRATA_PROTECT_FLIP, 0: never */
@@ -252,9 +256,23 @@ strata_status_t eng_agg_protect_setup(strata_ctx_t *ctx)
     return STRATA_OK;
 }
 
+/* How far protection follows this shard: the furthest of its partitions'
+ * least clocks (each its slowest group's), 0 when it has none. The
+ * coordinator names the next clock past every aggregator's. */
+static int64_t eng_protect_reached(const eng_agg_t *a)
+{
+    int64_t reached = 0;
+    for (uint32_t i = 0; i < a->nparts; i++) {
+        int64_t c = eng_tracker_min_clock(a->parts[i].tracker);
+        if (c != ENG_TRACKER_INF && c > reached)
+            reached = c;
+    }
+    return reached;
+}
+
 /* PROTECTED of a clock to the coordinator: this aggregator's part of it
- * done (with its snapshot's CRC32C), or missed. */
-static void eng_protect_say(strata_ctx_t *ctx, int64_t clock, bool missed)
+ * done, with its snapshot's CRC32C. */
+static void eng_protect_say(strata_ctx_t *ctx, int64_t clock)
 {
     struct eng_agg_protect *pr = ctx->agg->prot;
     pr->reported = clock;
@@ -262,9 +280,9 @@ static void eng_protect_say(strata_ctx_t *ctx, int64_t clock, bool missed)
     eng_wbuf_t w;
     eng_wbuf_init(&w, buf, sizeof(buf), ENG_MSG_PROTECTED);
     eng_put_i64(&w, clock);
-    eng_put_u8(&w, missed);
-    eng_put_u32(&w, missed ? 0 : pr->snap_crc);
-    eng_put_i64(&w, eng_agg_reached(ctx));
+    eng_put_u8(&w, 0); /* missed: a partition past the clock is copied */
+    eng_put_u32(&w, pr->snap_crc);
+    eng_put_i64(&w, eng_protect_reached(ctx->agg));
     strata_status_t st = eng_send(&ctx->coord_peer, &w, NULL);
     if (st != STRATA_OK) /* the coordinator is gone: its disconnect says */
         util_debug("cannot say PROTECTED of clock %" PRId64 ": %s", clock,
@@ -285,27 +303,7 @@ static void eng_protect_report(strata_ctx_t *ctx, int64_t clock)
     for (uint32_t h = 0; h < pr->nheld; h++)
         if (pr->held[h].want && pr->held[h].sealed.clock != clock)
             return;
-    eng_protect_say(ctx, clock, false);
-}
-
-/* The named clock is out of reach (a partition moved past it first): the
- * coordinator names another. */
-static void eng_protect_missed(strata_ctx_t *ctx)
-{
-    eng_agg_t *a = ctx->agg;
-    struct eng_agg_protect *pr = a->prot;
-    if (pr->skipped++ == 0)
-        util_warn("shard %u: protection of clock %" PRId64
-                  " missed: a partition moved past it first (the "
-                  "coordinator names another; further misses are logged at "
-                  "debug level)",
-                  a->shard, pr->next);
-    else
-        util_debug("shard %u: protection of clock %" PRId64 " missed", a->shard,
-                   pr->next);
-    eng_protect_say(ctx, pr->next, true);
-    pr->next = 0;
-    pr->ncopied = 0;
+    eng_protect_say(ctx, clock);
 }
 
 static void eng_protect_copy(eng_agg_t *a, const eng_apart_t *ap)
@@ -329,13 +327,11 @@ void eng_agg_protect_note(strata_ctx_t *ctx, uint32_t i)
     eng_apart_t *ap = &a->parts[i];
     if (!pr || pr->next == 0 || pr->snap_clock == pr->next)
         return;
-    int64_t c = eng_tracker_min_clock(ap->tracker);
-    if (c < pr->next || c == ENG_TRACKER_INF || ap->prot_at == pr->next)
+    /* at the clock or past it (ENG_TRACKER_INF: no worker left to move
+     * it) */
+    if (eng_tracker_min_clock(ap->tracker) < pr->next ||
+        ap->prot_at == pr->next)
         return;
-    if (c > pr->next) {
-        eng_protect_missed(ctx);
-        return;
-    }
     eng_protect_copy(a, ap);
     ap->prot_at = pr->next;
     if (++pr->ncopied < a->nparts)

@@ -6,13 +6,14 @@
  * Schedule. The coordinator names the clock to protect (the first one is
  * STRATA_PROTECT_EVERY, known to all). Every aggregator says PROTECTED of
  * it: its part done (its pieces all sent, the parity it holds sealed), with
- * the CRC32C of its snapshot and how far it got; or the clock missed (a
- * partition moved past it first). Once every aggregator did its part the
- * clock is agreed; a miss abandons it. Either way the coordinator names
- * the next clock (PROTECT), past every clock the aggregators reached, and
- * each aggregator keeps its data and parity of the agreed clock until the
- * next one is agreed: the survivors always hold the same clock's
- * fragments.
+ * the CRC32C of its snapshot and how far it got (the furthest of its
+ * partitions' least clocks: a partition past the named clock is copied
+ * where it is, agg_protect.c). Once every aggregator did its part the
+ * clock is agreed; a miss (said by no aggregator since then, still read)
+ * abandons it. Either way the coordinator names the next clock (PROTECT),
+ * past every clock the aggregators reached, and each aggregator keeps its
+ * data and parity of the agreed clock until the next one is agreed: the
+ * survivors always hold the same clock's fragments.
  *
  * Rebuild. An aggregator lost once a clock P is agreed: every survivor
  * sends its fragments of the lost shard's stripes at P to the one that
