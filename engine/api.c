@@ -122,11 +122,13 @@ strata_status_t strata_serve(strata_ctx_t *ctx)
     if (st != STRATA_OK)
         return st;
     /* Serving lasts as long as training: the wait is renewed while the
-     * workers live; a dead one fails the gate within STRATA_TIMEOUT_MS. */
+     * workers live; a dead one fails the gate within STRATA_TIMEOUT_MS.
+     * A job that failed on a timeout fails the gate with that same status,
+     * so the job's state, not the wait's, says whether to wait on. */
     do
         st = util_gate_wait(&ctx->served, 1, ctx->timeout_ms);
-    while (st == STRATA_ERR_TIMEOUT);
-    return st;
+    while (st == STRATA_ERR_TIMEOUT && eng_fatal(ctx) == STRATA_OK);
+    return st == STRATA_ERR_TIMEOUT ? eng_fatal(ctx) : st;
 }
 
 strata_status_t strata_finalize(strata_ctx_t *ctx)

@@ -109,6 +109,29 @@ expect_rank 0 3 "aggregator rank 2 .*the shards are no longer protected since sh
 for r in 3 4 5; do expect_rank $r 3 "the job failed: .*aggregator rank 2 "; done
 [ -n "${KEEP:-}" ] || rm -rf "$LDIR"
 
+echo "-- a worker silent at a loss: the job fails on the timeout naming it, and every aggregator ends"
+ENV_OF_RANK=()
+start_ranks 2 3 env STRATA_LR=2 STRATA_PROTECT_EVERY=2 STRATA_TIMEOUT_MS=8000 \
+  "$EXACT" --steps 1000000 --sleep --takeover
+wait_log 0 "every shard protected at clock" 60
+kill -STOP "${PIDS[4]}"
+kill -KILL "${PIDS[2]}"
+wait_log 0 "worker rank 4 did not say how far it got without it" 60
+kill -CONT "${PIDS[4]}"
+# A job failed with STRATA_ERR_TIMEOUT once left strata_serve waiting on.
+t0=$SECONDS
+while kill -0 "${PIDS[0]}" 2>/dev/null || kill -0 "${PIDS[1]}" 2>/dev/null; do
+  if [ $((SECONDS - t0)) -gt 60 ]; then
+    kill -KILL "${PIDS[@]}" 2>/dev/null
+    fail "aggregators still serving 60 s after the job failed: $(cat "$LDIR/0.log")"
+  fi
+  sleep 0.1
+done
+within 60 wait_ranks
+expect_rank 0 3 "worker rank 4 did not say how far it got without it"
+for r in 1 3 4; do expect_rank $r 3 "the job failed: .*worker rank 4 did not say"; done
+[ -n "${KEEP:-}" ] || rm -rf "$LDIR"
+
 echo "-- as many parity fragments as aggregators: refused"
 out=$(env STRATA_LR=1 STRATA_PROTECT_EVERY=2 STRATA_PROTECT_PARITY=2 "$RUN" -n 1 -a 2 -- "$EXACT" --steps 1 2>&1) &&
   fail "2 parity fragments across 2 aggregators were accepted: $out"
