@@ -75,8 +75,11 @@ static tp_tcp_rx_result_t tp_tcp_fill(tp_tcp_ep_t *ep, uint32_t need)
         return tp_tcp_rx_error(ep, n);
     rx->end += (uint32_t)n;
     rx->budget = rx->budget > (uint64_t)n ? rx->budget - (uint64_t)n : 0;
+    /* Drained: the next byte brings a new edge. Not the end, though: the
+     * edge that brought the last bytes may have brought the peer's close
+     * too, and recv says so only when asked again. */
     if ((size_t)n < want)
-        rx->ready = false; /* drained: the next byte brings a new edge */
+        rx->ready = rx->hup;
     return TP_TCP_RX_MORE;
 }
 
@@ -135,7 +138,7 @@ static tp_tcp_rx_result_t tp_tcp_payload(tp_tcp_ep_t *ep)
     tp_tcp_land(rx, NULL, landed, crc);
     rx->end = (uint32_t)(got - landed);
     if (got < iov[0].iov_len + iov[1].iov_len)
-        rx->ready = false;
+        rx->ready = rx->hup; /* as in tp_tcp_fill */
     rx->budget = rx->budget > got ? rx->budget - got : 0;
     return rx->left == 0 ? tp_tcp_write_done(ep) : TP_TCP_RX_MORE;
 }

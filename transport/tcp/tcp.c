@@ -63,6 +63,7 @@ static void tp_tcp_ep_ready(tp_sock_ep_t *sock, uint32_t events)
     tp_tcp_ctx_t *ctx = tp_tcp_ep_ctx(ep);
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
         ep->rx.ready = true;
+        ep->rx.hup |= (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
         util_list_ensure(&ctx->rx_ready, &ep->rx_link);
     }
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {

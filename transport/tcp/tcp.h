@@ -51,6 +51,8 @@ typedef struct tp_tcp_rx {
     uint8_t *stage; /* TP_TCP_RX_STAGE bytes; [beg, end) not parsed yet */
     uint32_t beg, end;
     bool ready;      /* the socket may have bytes (edge seen, not drained) */
+    bool hup;        /* the peer closed: read on to the end, which no
+                      * further edge announces */
     bool in_payload; /* hdr is a WRITE whose payload is landing */
     bool imm_taken;  /* an arrival event is reserved for hdr */
     tp_tcp_hdr_t hdr;
