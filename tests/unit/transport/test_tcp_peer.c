@@ -151,6 +151,18 @@ static tp_ep_t *raw_auth(fixture_t *f, int fd)
     return f->ev[0].ep;
 }
 
+/* A server and a raw peer authenticated to it, the region exported to the
+ * peer: the start of each test of what an authenticated peer writes. */
+static tp_ep_t *authed_peer(fixture_t *f, bool crc, int *fd_out,
+                            tp_rdesc_t *desc_out)
+{
+    open_server(f, crc);
+    *fd_out = raw_connect(f);
+    tp_ep_t *ep = raw_auth(f, *fd_out);
+    assert_int_equal(tp_mr_export(f->mr, ep, desc_out), STRATA_OK);
+    return ep;
+}
+
 /* The server refuses: says why in a REFUSE frame, then closes. */
 static void expect_refusal(fixture_t *f, int fd, const char *reason)
 {
@@ -222,11 +234,9 @@ static void out_of_range_write_is_refused(void **state)
 {
     (void)state;
     fixture_t f;
-    open_server(&f, false);
-    int fd = raw_connect(&f);
-    tp_ep_t *ep = raw_auth(&f, fd);
+    int fd;
     tp_rdesc_t d;
-    assert_int_equal(tp_mr_export(f.mr, ep, &d), STRATA_OK);
+    tp_ep_t *ep = authed_peer(&f, false, &fd, &d);
     uint8_t payload[200];
     memset(payload, 0x11, sizeof(payload));
     /* A valid write first: the framing is right. */
@@ -266,11 +276,9 @@ static void crc_mismatch_fails_the_endpoint(void **state)
     (void)state;
     for (int missing = 0; missing < 2; missing++) {
         fixture_t f;
-        open_server(&f, true);
-        int fd = raw_connect(&f);
-        tp_ep_t *ep = raw_auth(&f, fd);
+        int fd;
         tp_rdesc_t d;
-        assert_int_equal(tp_mr_export(f.mr, ep, &d), STRATA_OK);
+        tp_ep_t *ep = authed_peer(&f, true, &fd, &d);
         tp_tcp_hdr_t h = {.type = TP_TCP_WRITE,
                           .flags = missing ? 0 : TP_TCP_F_CRC,
                           .len = 16,
@@ -296,11 +304,9 @@ static void close_right_after_a_write_is_seen(void **state)
 {
     (void)state;
     fixture_t f;
-    open_server(&f, false);
-    int fd = raw_connect(&f);
-    tp_ep_t *ep = raw_auth(&f, fd);
+    int fd;
     tp_rdesc_t d;
-    assert_int_equal(tp_mr_export(f.mr, ep, &d), STRATA_OK);
+    tp_ep_t *ep = authed_peer(&f, false, &fd, &d);
     raw_frame(fd,
               (tp_tcp_hdr_t){.type = TP_TCP_WRITE,
                              .flags = TP_TCP_F_IMM,
