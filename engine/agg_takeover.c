@@ -120,7 +120,7 @@ static strata_status_t eng_takeover_grow_link(eng_agg_t *a, eng_wlink_t *l,
                                               uint32_t nparts0,
                                               uint32_t npieces0)
 {
-    strata_status_t st = util_ring_reserve(&l->q, 3 * a->nparts + 1);
+    strata_status_t st = util_ring_reserve(&l->q, eng_wlink_qroom(a->nparts));
     if (st == STRATA_OK)
         st = eng_grow((void **)&l->dst, sizeof(*l->dst), npieces0, a->npieces);
     if (st == STRATA_OK)

@@ -403,10 +403,8 @@ static strata_status_t eng_send_slots(strata_ctx_t *ctx, eng_wlink_t *l)
 {
     eng_agg_t *a = ctx->agg;
     uint64_t bytes = 2 * a->layout->held_bytes[a->shard];
-    /* Per partition: the initial model, and a clock's staged model and its
-     * immediate (or its model in full, a stage discarded). */
-    strata_status_t st =
-        util_ring_init(&l->q, sizeof(eng_send_item_t), 3 * a->nparts + 1);
+    strata_status_t st = util_ring_init(&l->q, sizeof(eng_send_item_t),
+                                        eng_wlink_qroom(a->nparts));
     l->dst = util_calloc(a->npieces ? a->npieces : 1, sizeof(*l->dst));
     l->in_place = util_calloc(a->nparts ? a->nparts : 1, sizeof(*l->in_place));
     l->held = util_calloc(a->nparts ? a->nparts : 1, sizeof(*l->held));

@@ -432,6 +432,13 @@ strata_status_t eng_apart_init(strata_ctx_t *ctx, eng_apart_t *ap);
 
 /* Queue a model write of partition i's clock `clock` to worker l, and post
  * what the connection takes. */
+/* Model writes a worker's queue must hold for nparts partitions: per
+ * partition the initial model, and a clock's staged model and its
+ * immediate (or its model in full, a stage discarded). */
+static inline uint32_t eng_wlink_qroom(uint32_t nparts)
+{
+    return 3 * nparts + 1;
+}
 void eng_wlink_queue(strata_ctx_t *ctx, eng_wlink_t *l, uint32_t i,
                      eng_send_kind_t kind, int64_t clock);
 /* Serve partition i to every worker whose pull it now allows. */

@@ -272,6 +272,13 @@ void eng_worker_unpark(strata_ctx_t *ctx);
 /* Queue a partition's writes of a clock on its link (cannot overflow: a
  * partition is queued at most once per clock, for two clocks at a time,
  * plus once for the initial model; else the job fails naming the link). */
+/* Posts a link's queue must hold for n partitions: a partition is queued
+ * at most once per clock, for two clocks at a time, plus once for the
+ * initial model. */
+static inline uint32_t eng_link_qroom(uint32_t n)
+{
+    return 3 * n + 1;
+}
 void eng_link_enqueue(strata_ctx_t *ctx, eng_link_t *l, const eng_post_t *e);
 /* Post what the link's queue holds until the transport's queue is full. */
 void eng_link_post(strata_ctx_t *ctx, eng_link_t *l);

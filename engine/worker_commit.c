@@ -73,8 +73,8 @@ static strata_status_t eng_link_setup(strata_ctx_t *ctx, eng_link_t *l)
 {
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
-    strata_status_t st = util_ring_init(&l->q, sizeof(eng_post_t),
-                                        3 * lay->held_nparts[l->agg] + 1);
+    strata_status_t st = util_ring_init(
+        &l->q, sizeof(eng_post_t), eng_link_qroom(lay->held_nparts[l->agg]));
     l->tdesc = util_calloc(w->ntensors, sizeof(*l->tdesc));
     if (st != STRATA_OK || !l->tdesc)
         return STRATA_ERR_NOMEM;

@@ -114,7 +114,7 @@ static strata_status_t eng_link_grow(strata_ctx_t *ctx, eng_link_t *l,
     eng_worker_t *w = ctx->worker;
     const eng_layout_t *lay = w->layout;
     uint32_t n = lay->held_nparts[l->agg];
-    strata_status_t st = util_ring_reserve(&l->q, 3 * n + 1);
+    strata_status_t st = util_ring_reserve(&l->q, eng_link_qroom(n));
     if (st != STRATA_OK)
         return st;
     if (l->in_place) {
